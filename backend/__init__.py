@@ -1,0 +1,1 @@
+"""GraphRAG Router→Worker backend."""

@@ -1,0 +1,1 @@
+"""Use cases and the ports (Protocols) they need; depends on the domain only."""

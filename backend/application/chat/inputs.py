@@ -1,0 +1,27 @@
+"""What a caller asks for, before validation, free of any web framework."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+
+SESSION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
+
+
+@dataclass(frozen=True, slots=True)
+class ChatInput:
+    session_id: str
+    message: str
+    kb_prefix: str | None = None
+    agent_type: str | None = None
+    # `{kb}:{agent}:retrieve_only`; when given it is authoritative over kb_prefix and agent_type,
+    # and "" explicitly asks for general chat.
+    worker_name: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestedRoute:
+    """The caller's wishes after validation: a known KB (or general/none) and a supported agent type."""
+
+    kb_prefix: str | None
+    agent_type: str | None

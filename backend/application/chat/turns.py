@@ -1,0 +1,184 @@
+"""The parts of a chat turn that the plain and the streaming use cases share.
+
+Order matters and is the same for both: validate everything (nothing is written for bad input),
+store the user message, and only then route and generate.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection
+from dataclasses import dataclass, field
+from typing import Any
+
+from backend.application.chat.inputs import SESSION_ID_PATTERN, ChatInput, RequestedRoute
+from backend.application.ports.conversation_store import ConversationStore
+from backend.application.ports.generation import GenerationRequest, HistoryTurn
+from backend.application.ports.knowledge_bases import KnowledgeBaseCatalog
+from backend.domain.agent_types import is_known_agent_type
+from backend.domain.context import RequestContext
+from backend.domain.conversation import Citation, NewMessage, Role, StoredMessage
+from backend.domain.errors import (
+    AgentUnavailable,
+    InvalidRequest,
+    InvalidWorkerName,
+    UnknownAgentType,
+    UnknownKnowledgeBase,
+)
+from backend.domain.generation import GenerationMode
+from backend.domain.knowledge_base import GENERAL_KB
+from backend.domain.retrieval import RagRunSpec
+from backend.domain.routing import RouteDecision
+from backend.domain.worker_name import parse_worker_name
+
+
+@dataclass(frozen=True, slots=True)
+class TurnLimits:
+    max_message_chars: int = 8000
+    history_max_messages: int = 20
+
+
+@dataclass(frozen=True, slots=True)
+class PreparedTurn:
+    context: RequestContext
+    conversation_id: str
+    user_message: StoredMessage
+    requested: RequestedRoute
+    history: tuple[HistoryTurn, ...]
+
+    @property
+    def message(self) -> str:
+        return self.user_message.content
+
+
+@dataclass(slots=True)
+class AssistantDraft:
+    """The assistant message as it builds up; stored once at the end, complete or not."""
+
+    decision: RouteDecision | None = None
+    mode: GenerationMode | None = None
+    tokens: list[str] = field(default_factory=list)
+    citations: tuple[Citation, ...] = ()
+    error: str | None = None
+    completed: bool = False
+    execution_log: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def content(self) -> str:
+        return "".join(self.tokens)
+
+
+class TurnService:
+    def __init__(
+        self,
+        store: ConversationStore,
+        catalog: KnowledgeBaseCatalog,
+        supported_agent_types: Collection[str],
+        limits: TurnLimits,
+    ) -> None:
+        self._store = store
+        self._catalog = catalog
+        self._supported = frozenset(supported_agent_types)
+        self._limits = limits
+
+    def validate(self, chat_input: ChatInput) -> RequestedRoute:
+        message = chat_input.message.strip()
+        if not message:
+            raise InvalidRequest("message must not be empty")
+        if len(message) > self._limits.max_message_chars:
+            raise InvalidRequest(f"message is longer than {self._limits.max_message_chars} characters")
+        validate_session_id(chat_input.session_id)
+        kb_prefix, agent_type = self._requested(chat_input)
+        if kb_prefix not in (None, "", GENERAL_KB) and self._catalog.get(kb_prefix) is None:
+            raise UnknownKnowledgeBase(f"unknown knowledge base {kb_prefix!r}")
+        if agent_type:
+            self._check_agent_type(agent_type)
+        return RequestedRoute(kb_prefix or None, agent_type or None)
+
+    @staticmethod
+    def _requested(chat_input: ChatInput) -> tuple[str | None, str | None]:
+        if chat_input.worker_name is None:
+            return chat_input.kb_prefix, chat_input.agent_type
+        try:
+            parsed = parse_worker_name(chat_input.worker_name)
+        except ValueError as error:
+            raise InvalidWorkerName(str(error)) from error
+        if not parsed.kb_prefix and not parsed.agent_type:
+            return GENERAL_KB, None
+        return parsed.kb_prefix or chat_input.kb_prefix, parsed.agent_type or chat_input.agent_type
+
+    def _check_agent_type(self, agent_type: str) -> None:
+        if not is_known_agent_type(agent_type):
+            raise UnknownAgentType(f"unknown agent_type {agent_type!r}")
+        if agent_type not in self._supported:
+            raise AgentUnavailable(
+                f"agent type {agent_type!r} is not available in this deployment; "
+                f"available: {', '.join(sorted(self._supported))}"
+            )
+
+    async def prepare(self, context: RequestContext, chat_input: ChatInput) -> PreparedTurn:
+        requested = self.validate(chat_input)
+        conversation_id = await self._store.get_or_create_conversation_id(context.user_id, context.session_id)
+        user_message = await self._store.append_message(
+            conversation_id,
+            NewMessage(Role.USER, chat_input.message.strip(), request_id=context.request_id),
+        )
+        history = await self._history(conversation_id, exclude_id=user_message.id)
+        return PreparedTurn(context, conversation_id, user_message, requested, history)
+
+    async def _history(self, conversation_id: str, exclude_id: str) -> tuple[HistoryTurn, ...]:
+        if self._limits.history_max_messages == 0:
+            return ()
+        earlier = await self._store.list_messages(conversation_id, limit=self._limits.history_max_messages + 1)
+        return tuple(
+            HistoryTurn(message.role, message.content)
+            for message in earlier
+            if message.id != exclude_id and message.content
+        )[-self._limits.history_max_messages :]
+
+    async def save_answer(self, turn: PreparedTurn, draft: AssistantDraft) -> StoredMessage:
+        return await self._store.append_message(
+            turn.conversation_id,
+            NewMessage(
+                Role.ASSISTANT,
+                draft.content,
+                citations=draft.citations,
+                debug=_debug_record(draft),
+                completed=draft.completed,
+                request_id=turn.context.request_id,
+            ),
+        )
+
+
+def validate_session_id(session_id: str) -> None:
+    if not SESSION_ID_PATTERN.fullmatch(session_id):
+        raise InvalidRequest("session_id must be 1-128 characters of letters, digits and . _ : @ -")
+
+
+def plan_for(decision: RouteDecision) -> tuple[RagRunSpec, ...]:
+    """One retrieval for a KB route; none (general chat) when the router chose no worker."""
+    if decision.is_general:
+        return ()
+    parsed = parse_worker_name(decision.worker_name)
+    return (RagRunSpec(agent_type=parsed.agent_type, worker_name=decision.worker_name),)
+
+
+def generation_request(turn: PreparedTurn, decision: RouteDecision) -> GenerationRequest:
+    return GenerationRequest(
+        context=turn.context,
+        message=turn.message,
+        kb_prefix="" if decision.is_general else decision.kb_prefix,
+        plan=plan_for(decision),
+        history=turn.history,
+    )
+
+
+def _debug_record(draft: AssistantDraft) -> dict[str, Any]:
+    record: dict[str, Any] = {
+        "route": draft.decision.to_dict() if draft.decision else None,
+        "generation_mode": draft.mode.value if draft.mode else None,
+    }
+    if draft.error:
+        record["error"] = draft.error
+    if draft.execution_log:
+        record["execution_log"] = draft.execution_log
+    return record

@@ -1,0 +1,1 @@
+"""Plain data shared by every layer: no I/O, no frameworks."""

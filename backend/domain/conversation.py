@@ -1,0 +1,73 @@
+"""Conversation history records."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from datetime import datetime
+from enum import StrEnum
+from typing import Any
+
+
+class Role(StrEnum):
+    USER = "user"
+    ASSISTANT = "assistant"
+    SYSTEM = "system"
+
+
+@dataclass(frozen=True, slots=True)
+class Citation:
+    """A piece of evidence an answer refers to, as shown to the client (`[n]` markers count from 1)."""
+
+    id: str
+    title: str
+    doc_id: str
+    chunk_id: str
+    snippet: str
+
+    def to_dict(self) -> dict[str, str]:
+        return {
+            "id": self.id,
+            "title": self.title,
+            "doc_id": self.doc_id,
+            "chunk_id": self.chunk_id,
+            "snippet": self.snippet,
+        }
+
+    @classmethod
+    def from_dict(cls, raw: dict[str, Any]) -> Citation:
+        return cls(**{key: str(raw.get(key, "")) for key in ("id", "title", "doc_id", "chunk_id", "snippet")})
+
+
+@dataclass(frozen=True, slots=True)
+class NewMessage:
+    """A message about to be stored."""
+
+    role: Role
+    content: str
+    citations: tuple[Citation, ...] = ()
+    debug: dict[str, Any] | None = None
+    completed: bool = True
+    request_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StoredMessage:
+    id: str
+    conversation_id: str
+    role: Role
+    content: str
+    created_at: datetime
+    citations: tuple[Citation, ...] = ()
+    debug: dict[str, Any] | None = None
+    completed: bool = True
+    request_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class FeedbackRecord:
+    message_id: str
+    is_positive: bool
+    query: str = ""
+    thread_id: str = ""
+    agent_type: str = ""
+    metadata: dict[str, Any] = field(default_factory=dict)

@@ -1,0 +1,26 @@
+"""Knowledge base registry entries."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from backend.domain.agent_types import DEFAULT_AGENT_TYPE
+
+KB_PREFIX_PATTERN = re.compile(r"^[a-z0-9_]{1,32}$")
+GENERAL_KB = "general"
+
+
+def is_valid_kb_prefix(value: str) -> bool:
+    return bool(KB_PREFIX_PATTERN.fullmatch(value)) and value != GENERAL_KB
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeBase:
+    kb_prefix: str
+    description: str = ""
+    keywords: tuple[str, ...] = ()
+    language: str = "en"
+    default_agent: str = DEFAULT_AGENT_TYPE
+    is_default: bool = False
+    sources: tuple[str, ...] = field(default=())

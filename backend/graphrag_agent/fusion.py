@@ -1,0 +1,73 @@
+"""Reciprocal rank fusion (Cormack, Clarke & Büttcher, 2009) of ranked id lists."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+DEFAULT_K = 60
+
+
+@dataclass(frozen=True, slots=True)
+class FusedItem:
+    """One id after fusion.
+
+    `score` is the RRF score divided by its maximum (an item ranked first in every list), so it lies
+    in [0, 1] and says how strongly the lists agree, comparable across queries. `ranks` holds the
+    1-based rank of the item in each input list, None where the list does not contain it.
+    """
+
+    item_id: str
+    score: float
+    ranks: tuple[int | None, ...]
+
+
+def reciprocal_rank_fusion(
+    rankings: Sequence[Sequence[str]], k: int = DEFAULT_K, weights: Sequence[float] | None = None
+) -> list[FusedItem]:
+    """Fuse ranked lists of ids (best first) into one list, best first.
+
+    Repeats of an id within one list count once, at their best rank. Ties keep the order in which
+    the ids first appear (list by list), so the result is deterministic.
+    """
+    if k < 0:
+        raise ValueError("k must be non-negative")
+    list_weights = _weights(len(rankings), weights)
+    ranks = _ranks_by_id(rankings)
+    best_possible = sum(w / (k + 1) for w in list_weights)
+    if best_possible <= 0:
+        return []
+    fused = [
+        FusedItem(
+            item_id=item_id, score=min(1.0, _score(item_ranks, list_weights, k) / best_possible), ranks=item_ranks
+        )
+        for item_id, item_ranks in ranks.items()
+    ]
+    order = {item_id: position for position, item_id in enumerate(ranks)}
+    fused.sort(key=lambda item: (-item.score, order[item.item_id]))
+    return fused
+
+
+def _weights(count: int, weights: Sequence[float] | None) -> list[float]:
+    if weights is None:
+        return [1.0] * count
+    if len(weights) != count:
+        raise ValueError(f"{len(weights)} weights for {count} rankings")
+    if any(w < 0 for w in weights):
+        raise ValueError("weights must be non-negative")
+    return [float(w) for w in weights]
+
+
+def _ranks_by_id(rankings: Sequence[Sequence[str]]) -> dict[str, tuple[int | None, ...]]:
+    """1-based rank of every id in every list (None when absent), ids in first-seen order."""
+    found: dict[str, list[int | None]] = {}
+    for list_index, ranking in enumerate(rankings):
+        for position, item_id in enumerate(ranking, start=1):
+            slots = found.setdefault(item_id, [None] * len(rankings))
+            if slots[list_index] is None:
+                slots[list_index] = position
+    return {item_id: tuple(slots) for item_id, slots in found.items()}
+
+
+def _score(ranks: tuple[int | None, ...], weights: Sequence[float], k: int) -> float:
+    return sum(w / (k + rank) for rank, w in zip(ranks, weights, strict=True) if rank is not None)

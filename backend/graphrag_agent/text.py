@@ -1,0 +1,203 @@
+"""Language-aware text primitives shared by indexing, retrieval and answer composition.
+
+Latin text is split into lower-cased words; CJK text (which has no spaces) into single characters
+and character bigrams, so that Chinese questions match Chinese passages without a dictionary.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+
+_CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
+_WORD_OR_CJK_RUN = re.compile(rf"[{_CJK}]+|[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
+_CJK_RUN = re.compile(rf"^[{_CJK}]+$")
+_BLOCK_START = re.compile(r"^\s*(?:#{1,6}\s|[-*+]\s|\d{1,3}[.)]\s)")
+_LIST_NUMBER = re.compile(r"\d{1,3}[.)]")
+_SENTENCE_END = re.compile(rf"(?<=[.!?])\s+(?=[\"'“(\[]?[A-Z0-9{_CJK}])|(?<=[。！？；])")
+
+STOPWORDS: frozenset[str] = frozenset(
+    {
+        "a",
+        "an",
+        "and",
+        "are",
+        "as",
+        "at",
+        "be",
+        "been",
+        "but",
+        "by",
+        "can",
+        "could",
+        "did",
+        "do",
+        "does",
+        "for",
+        "from",
+        "had",
+        "has",
+        "have",
+        "how",
+        "i",
+        "if",
+        "in",
+        "into",
+        "is",
+        "it",
+        "its",
+        "me",
+        "my",
+        "of",
+        "on",
+        "or",
+        "our",
+        "she",
+        "he",
+        "so",
+        "than",
+        "that",
+        "the",
+        "their",
+        "them",
+        "then",
+        "there",
+        "these",
+        "they",
+        "this",
+        "those",
+        "to",
+        "was",
+        "we",
+        "were",
+        "what",
+        "when",
+        "where",
+        "which",
+        "who",
+        "whom",
+        "whose",
+        "why",
+        "will",
+        "with",
+        "would",
+        "you",
+        "your",
+        "about",
+        "after",
+        "before",
+        "any",
+        "all",
+        "also",
+        "more",
+        "most",
+        "other",
+        "some",
+        "such",
+        "only",
+        "own",
+        "same",
+        "very",
+        "just",
+        "not",
+        "no",
+        "nor",
+        "over",
+        "under",
+        "again",
+        "tell",
+        "please",
+        "know",
+        "much",
+        "many",
+    }
+)
+
+
+def is_cjk(token: str) -> bool:
+    return bool(_CJK_RUN.match(token))
+
+
+def _cjk_terms(run: str) -> list[str]:
+    if len(run) == 1:
+        return [run]
+    return list(run) + [run[i : i + 2] for i in range(len(run) - 1)]
+
+
+def index_terms(text: str) -> list[str]:
+    """Every searchable term of `text`, in order (words lower-cased, CJK as unigrams and bigrams)."""
+    terms: list[str] = []
+    for match in _WORD_OR_CJK_RUN.finditer(text):
+        token = match.group(0)
+        if is_cjk(token):
+            terms.extend(_cjk_terms(token))
+        else:
+            terms.append(token.lower().replace("’", "'"))
+    return terms
+
+
+def content_terms(text: str) -> list[str]:
+    """Index terms without stopwords and duplicates: what a query is really about."""
+    seen: dict[str, None] = {}
+    for term in index_terms(text):
+        if term not in STOPWORDS and term not in seen:
+            seen[term] = None
+    return list(seen)
+
+
+def estimate_tokens(text: str) -> int:
+    """A model-independent token estimate: about 1.3 tokens per word, one per CJK character."""
+    words = 0
+    cjk_chars = 0
+    for match in _WORD_OR_CJK_RUN.finditer(text):
+        token = match.group(0)
+        if is_cjk(token):
+            cjk_chars += len(token)
+        else:
+            words += 1
+    punctuation = max(0, len(text.split()) - words) // 4
+    return int(words * 1.3 + cjk_chars + punctuation) + (1 if text else 0)
+
+
+def _blocks(paragraph: str) -> list[str]:
+    """Lines of a paragraph grouped so that each heading or list item starts a block of its own."""
+    blocks: list[list[str]] = []
+    for line in paragraph.splitlines():
+        if not blocks or _BLOCK_START.match(line):
+            blocks.append([])
+        blocks[-1].append(line)
+    return [" ".join(" ".join(block).split()) for block in blocks]
+
+
+def split_sentences(text: str) -> list[str]:
+    """Split prose into sentences (Latin and CJK punctuation).
+
+    Blank lines, markdown headings and list items always end a sentence, so a bullet list becomes
+    one sentence per item rather than one run-on sentence.
+    """
+    sentences: list[str] = []
+    for paragraph in re.split(r"\n\s*\n", text):
+        for block in _blocks(paragraph):
+            parts = [part.strip() for part in _SENTENCE_END.split(block) if part.strip()]
+            sentences.extend(_rejoin_list_numbers(parts))
+    return sentences
+
+
+def _rejoin_list_numbers(parts: list[str]) -> list[str]:
+    """ "1." followed by a capitalised word looks like a sentence end; it is a list number."""
+    joined: list[str] = []
+    for part in parts:
+        if joined and _LIST_NUMBER.fullmatch(joined[-1]):
+            joined[-1] = f"{joined[-1]} {part}"
+        else:
+            joined.append(part)
+    return joined
+
+
+def overlap_score(query_terms: Iterable[str], text: str) -> float:
+    """Fraction of the query's content terms that occur in `text` (0..1)."""
+    wanted = set(query_terms)
+    if not wanted:
+        return 0.0
+    present = wanted.intersection(index_terms(text))
+    return len(present) / len(wanted)

@@ -1,0 +1,1 @@
+"""Adapters: concrete implementations of the application ports, and their wiring helpers."""

@@ -1,0 +1,66 @@
+"""AnswerGenerator: the one place that turns evidence and history into an answer.
+
+With a chat model it prompts the model; without one it composes an extractive answer. Both stream
+as `ModelDelta`s so the stream executor treats them alike.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
+
+from backend.application.ports.generation import GeneratedAnswer, GenerationRequest
+from backend.domain.generation import GenerationMode
+from backend.domain.retrieval import RetrievalResult
+from backend.infrastructure.llm.extractive import (
+    GENERAL_UNAVAILABLE,
+    compose_extractive_answer,
+    stream_pieces,
+)
+from backend.infrastructure.llm.prompts import general_messages, rag_messages
+from backend.infrastructure.llm.types import ChatModel, ChatTurn, ModelDelta
+
+
+class AnswerGenerator:
+    def __init__(self, model: ChatModel | None, history_token_budget: int = 2000) -> None:
+        self._model = model
+        self._history_budget = history_token_budget
+
+    @property
+    def mode(self) -> GenerationMode:
+        return GenerationMode.LLM if self._model is not None else GenerationMode.EXTRACTIVE
+
+    def _messages(self, request: GenerationRequest, evidence: Sequence[RetrievalResult]) -> list[ChatTurn]:
+        if request.plan:
+            return rag_messages(request.message, evidence, request.history, self._history_budget)
+        return general_messages(request.message, request.history, self._history_budget)
+
+    def _extractive_text(self, request: GenerationRequest, evidence: Sequence[RetrievalResult]) -> str:
+        return compose_extractive_answer(request.message, evidence) if request.plan else GENERAL_UNAVAILABLE
+
+    async def stream(
+        self, request: GenerationRequest, evidence: Sequence[RetrievalResult]
+    ) -> AsyncGenerator[ModelDelta, None]:
+        if self._model is None:
+            for piece in stream_pieces(self._extractive_text(request, evidence)):
+                yield ModelDelta(content=piece)
+            return
+        async with aclosing(self._model.stream(self._messages(request, evidence))) as deltas:
+            async for delta in deltas:
+                yield delta
+
+    async def complete(self, request: GenerationRequest, evidence: Sequence[RetrievalResult]) -> str:
+        if self._model is None:
+            return self._extractive_text(request, evidence)
+        return await self._model.complete(self._messages(request, evidence))
+
+
+class GeneralChat:
+    """Implements `ChatCompletionPort`: general chat without retrieval."""
+
+    def __init__(self, generator: AnswerGenerator) -> None:
+        self._generator = generator
+
+    async def generate(self, request: GenerationRequest) -> GeneratedAnswer:
+        text = await self._generator.complete(request, ())
+        return GeneratedAnswer(text, self._generator.mode)

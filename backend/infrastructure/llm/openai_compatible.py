@@ -1,0 +1,261 @@
+"""Chat model adapter for any OpenAI-compatible `/v1/chat/completions` endpoint.
+
+`complete()` goes through langchain-openai. `stream()` is the service's hottest loop (SPEC §5 "Token hot
+path"), so it keeps the openai SDK for the request (retries with backoff before the stream starts, timeouts,
+typed errors) but parses the raw SSE lines itself: the SDK's typed chunks cost several times more CPU per
+token (see benchmarks/llm_token_parse.py).
+
+Timeouts: `timeout_s` bounds connecting and sending (and, for `complete()`, the wait for the answer);
+`stream_idle_timeout_s` bounds every silence of a stream, including the wait for the response headers.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncGenerator, Sequence
+from typing import TYPE_CHECKING, Any, Final, cast
+from urllib.parse import urlsplit
+
+import httpx
+import httpx2
+import openai
+import orjson
+
+from backend.domain.errors import ModelError
+from backend.infrastructure.llm.types import ChatTurn, ModelDelta
+
+if TYPE_CHECKING:
+    from langchain_openai import ChatOpenAI
+    from openai.types.chat import ChatCompletionMessageParam
+
+_log = logging.getLogger(__name__)
+
+_ROLES: Final = frozenset({"system", "user", "assistant"})
+_MAX_SERVER_MESSAGE_CHARS: Final = 500
+# Both httpx generations: the SDK runs on httpx2, a caller-supplied legacy client would raise httpx errors.
+_STALL_ERRORS: Final = (httpx2.ReadTimeout, httpx.ReadTimeout)
+_TRANSPORT_ERRORS: Final = (
+    httpx2.TransportError,
+    httpx.TransportError,
+    httpx2.DecodingError,
+    httpx.DecodingError,
+)
+
+
+class OpenAICompatibleChatModel:
+    """`ChatModel` over HTTP. Every failure is raised as `ModelError`; the API key never appears in one."""
+
+    def __init__(
+        self,
+        base_url: str,
+        api_key: str,
+        model: str,
+        temperature: float = 0.2,
+        timeout_s: float = 60.0,
+        stream_idle_timeout_s: float = 30.0,
+        max_retries: int = 2,
+        max_tokens: int | None = None,
+    ) -> None:
+        self._base_url = base_url.rstrip("/")
+        self._api_key = api_key
+        self._model = model
+        self._temperature = temperature
+        self._timeout_s = timeout_s
+        self._idle_s = stream_idle_timeout_s
+        self._max_retries = max_retries
+        self._max_tokens = max_tokens
+        # httpx's read timeout is "no bytes for this long", which is exactly a stall, and it costs
+        # nothing per token (httpcore arms a deadline around every socket read anyway).
+        self._stream_timeout = httpx2.Timeout(timeout_s, read=stream_idle_timeout_s)
+        self._client: openai.AsyncOpenAI | None = None
+        self._chat: ChatOpenAI | None = None
+
+    def __repr__(self) -> str:
+        return f"OpenAICompatibleChatModel(base_url={_safe_url(self._base_url)!r}, model={self._model!r})"
+
+    @property
+    def model_name(self) -> str:
+        return self._model
+
+    async def complete(self, messages: Sequence[ChatTurn]) -> str:
+        chat, wire = self._chat_model(), _wire_messages(messages)
+        try:
+            reply = await chat.ainvoke(wire)
+        except Exception as exc:
+            raise self._translate(exc) from _safe_cause(exc)
+        return str(reply.text)  # a plain str, not langchain's str subclass
+
+    async def stream(self, messages: Sequence[ChatTurn]) -> AsyncGenerator[ModelDelta, None]:
+        request = self._openai().chat.completions.with_streaming_response.create(
+            model=self._model,
+            messages=cast("list[ChatCompletionMessageParam]", _wire_messages(messages)),
+            temperature=self._temperature,
+            stream=True,
+            stream_options={"include_usage": True},
+            timeout=self._stream_timeout,
+            max_tokens=openai.omit if self._max_tokens is None else self._max_tokens,
+        )
+        finished = False
+        try:
+            # `async with` closes the response on every exit: end, error, consumer gone, cancellation.
+            async with request as response:
+                async for line in response.http_response.aiter_lines():
+                    # Comments (": ping"), blank separators and `event:` lines carry no data.
+                    if line[:5] != "data:":
+                        continue
+                    payload = line[5:].strip()
+                    if payload == "[DONE]":
+                        return
+                    delta, done = self._parse_chunk(payload)
+                    finished = finished or done
+                    if delta is not None:
+                        yield delta
+        except ModelError:
+            raise
+        except Exception as exc:
+            raise self._translate(exc) from _safe_cause(exc)
+        if not finished:
+            # The body ended cleanly but the model never said it was done: the answer is truncated.
+            raise ModelError("model stream ended before the model finished its answer")
+
+    async def aclose(self) -> None:
+        client, self._client, self._chat = self._client, None, None
+        if client is not None:
+            await client.close()
+
+    # -- helpers -------------------------------------------------------------------------------------
+
+    def _openai(self) -> openai.AsyncOpenAI:
+        # Created on first use so the adapter can be built outside a running event loop.
+        if self._client is None:
+            self._client = openai.AsyncOpenAI(
+                base_url=self._base_url,
+                api_key=self._api_key or "unused",  # the SDK refuses an empty key; local servers ignore it
+                timeout=self._timeout_s,
+                max_retries=self._max_retries,
+            )
+        return self._client
+
+    def _chat_model(self) -> ChatOpenAI:
+        if self._chat is None:
+            from langchain_openai import ChatOpenAI  # heavy import, only paid when complete() is used
+
+            client = self._openai()
+            # Sharing our SDK client gives complete() the same base URL, key, timeout, retries and pool,
+            # and lets aclose() release it.
+            self._chat = ChatOpenAI(
+                model=self._model,
+                base_url=self._base_url,
+                api_key=self._api_key or "unused",
+                timeout=self._timeout_s,
+                max_retries=self._max_retries,
+                temperature=self._temperature,
+                max_tokens=self._max_tokens,
+                root_async_client=client,
+                async_client=client.chat.completions,
+                use_responses_api=False,
+                disable_streaming=True,
+            )
+        return self._chat
+
+    def _parse_chunk(self, payload: str) -> tuple[ModelDelta | None, bool]:
+        """One SSE `data:` payload → (the delta it carries or None, whether a finish_reason was seen)."""
+        try:
+            chunk = orjson.loads(payload)
+        except orjson.JSONDecodeError:
+            raise ModelError(f"model stream sent malformed JSON: {self._redact(payload[:80])!r}") from None
+        if not isinstance(chunk, dict):
+            raise ModelError("model stream sent a data line that is not a JSON object")
+        error = chunk.get("error")
+        if error is not None:
+            raise ModelError(f"model stream reported an error: {self._server_message(error)}")
+        content = reasoning = ""
+        done = False
+        choices = chunk.get("choices")
+        if choices:
+            choice = choices[0]
+            done = choice.get("finish_reason") is not None
+            delta = choice.get("delta")
+            if delta:
+                content = delta.get("content") or ""
+                reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
+        usage = chunk.get("usage")
+        if content or reasoning or usage:
+            return ModelDelta(content, reasoning, _int_usage(usage) if usage else None), done
+        return None, done  # role-only first chunk, empty finish chunk
+
+    def _translate(self, exc: BaseException) -> ModelError:
+        """Driver error → `ModelError` with a short message that names the cause but no secret."""
+        if isinstance(exc, ModelError):
+            return exc
+        if isinstance(exc, openai.APIStatusError):
+            detail = self._server_message(exc.body) or exc.response.reason_phrase
+            return ModelError(f"model server returned HTTP {exc.status_code}: {detail}")
+        if isinstance(exc, openai.APITimeoutError):
+            return ModelError(f"model request to {_safe_url(self._base_url)} timed out")
+        if isinstance(exc, openai.APIConnectionError):
+            cause = _root_cause(exc)  # e.g. ConnectionRefusedError, not the SDK's generic "Connection error."
+            return ModelError(f"cannot reach the model server at {_safe_url(self._base_url)}: {self._describe(cause)}")
+        if isinstance(exc, _STALL_ERRORS):
+            return ModelError(f"model stream stalled for {self._idle_s:g} s")
+        if isinstance(exc, _TRANSPORT_ERRORS):
+            return ModelError(f"model stream interrupted: {self._describe(exc)}")
+        if isinstance(exc, openai.OpenAIError):
+            return ModelError(f"model call failed: {self._describe(exc)}")
+        _log.exception("unexpected error from the model client")
+        return ModelError(f"model call failed: {type(exc).__name__}")
+
+    def _server_message(self, body: object) -> str:
+        """The human-readable part of an OpenAI-shaped error body, redacted and bounded."""
+        if isinstance(body, dict):
+            inner = body.get("error", body)
+            message = inner.get("message") if isinstance(inner, dict) else inner
+            text = str(message) if message is not None else ""
+        else:
+            text = "" if body is None else str(body)
+        return self._redact(text)[:_MAX_SERVER_MESSAGE_CHARS]
+
+    def _describe(self, exc: BaseException) -> str:
+        text = self._redact(str(exc))
+        return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+    def _redact(self, text: str) -> str:
+        # Some servers echo the key they rejected; it must not travel further in our errors or logs.
+        return text.replace(self._api_key, "***") if self._api_key else text
+
+
+def _wire_messages(messages: Sequence[ChatTurn]) -> list[dict[str, str]]:
+    wire = []
+    for turn in messages:
+        if turn.role not in _ROLES:
+            raise ValueError(f"unsupported chat role {turn.role!r}")
+        wire.append({"role": turn.role, "content": turn.content})
+    return wire
+
+
+def _int_usage(usage: Any) -> dict[str, int] | None:
+    # Keep the flat integer counters; nested details (cached tokens, ...) vary between servers.
+    if not isinstance(usage, dict):
+        return None
+    return {key: value for key, value in usage.items() if isinstance(value, int)}
+
+
+def _root_cause(exc: BaseException) -> BaseException:
+    seen = 0
+    while seen < 10 and (exc.__cause__ or exc.__context__) is not None:
+        exc = cast(BaseException, exc.__cause__ or exc.__context__)
+        seen += 1
+    return exc
+
+
+def _safe_cause(exc: BaseException) -> BaseException | None:
+    # Status errors carry the server's body (which may echo the key): do not chain them into tracebacks.
+    return None if isinstance(exc, openai.APIStatusError) else exc
+
+
+def _safe_url(url: str) -> str:
+    """scheme://host[:port]/path without credentials or query (which could hold a key)."""
+    parts = urlsplit(url)
+    host = parts.hostname or ""
+    port = f":{parts.port}" if parts.port else ""
+    return f"{parts.scheme}://{host}{port}{parts.path}"

@@ -1,0 +1,62 @@
+"""Prompts for answer generation. History is trimmed oldest-first to a token budget."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+from backend.application.ports.generation import HistoryTurn
+from backend.domain.retrieval import RetrievalResult
+from backend.graphrag_agent.text import estimate_tokens
+from backend.infrastructure.llm.types import ChatTurn
+
+RAG_SYSTEM_PROMPT = (
+    "You answer questions using only the numbered sources you are given. "
+    "Cite the sources that support each statement with their numbers in square brackets, like [1] or [2][3]. "
+    "If the sources do not contain the answer, say that the knowledge base does not cover it. "
+    "Answer in the language of the question."
+)
+GENERAL_SYSTEM_PROMPT = "You are a helpful, concise assistant."
+
+
+def trim_history(history: Sequence[HistoryTurn], token_budget: int) -> list[HistoryTurn]:
+    """The most recent turns that fit the budget, in chronological order."""
+    kept: list[HistoryTurn] = []
+    used = 0
+    for turn in reversed(history):
+        cost = estimate_tokens(turn.content)
+        if used + cost > token_budget:
+            break
+        kept.append(turn)
+        used += cost
+    kept.reverse()
+    return kept
+
+
+def format_sources(evidence: Sequence[RetrievalResult]) -> str:
+    return "\n\n".join(
+        f"[{number}] {result.source.title or result.source.doc_id}\n{result.evidence.strip()}"
+        for number, result in enumerate(evidence, start=1)
+    )
+
+
+def _history_turns(history: Sequence[HistoryTurn], token_budget: int) -> list[ChatTurn]:
+    return [ChatTurn(turn.role.value, turn.content) for turn in trim_history(history, token_budget) if turn.content]
+
+
+def rag_messages(
+    question: str, evidence: Sequence[RetrievalResult], history: Sequence[HistoryTurn], history_budget: int
+) -> list[ChatTurn]:
+    sources = format_sources(evidence) if evidence else "(no sources were found)"
+    return [
+        ChatTurn("system", RAG_SYSTEM_PROMPT),
+        *_history_turns(history, history_budget),
+        ChatTurn("user", f"Sources:\n{sources}\n\nQuestion: {question}"),
+    ]
+
+
+def general_messages(question: str, history: Sequence[HistoryTurn], history_budget: int) -> list[ChatTurn]:
+    return [
+        ChatTurn("system", GENERAL_SYSTEM_PROMPT),
+        *_history_turns(history, history_budget),
+        ChatTurn("user", question),
+    ]

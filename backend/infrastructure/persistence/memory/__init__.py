@@ -1,0 +1,5 @@
+"""In-memory conversation store (tests only)."""
+
+from backend.infrastructure.persistence.memory.conversation_store import InMemoryConversationStore
+
+__all__ = ["InMemoryConversationStore"]

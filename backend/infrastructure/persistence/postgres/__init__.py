@@ -1,0 +1,5 @@
+"""Postgres conversation store (asyncpg)."""
+
+from backend.infrastructure.persistence.postgres.conversation_store import PostgresConversationStore
+
+__all__ = ["PostgresConversationStore"]

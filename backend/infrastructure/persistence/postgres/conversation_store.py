@@ -1,0 +1,322 @@
+"""ConversationStore on PostgreSQL through an asyncpg pool (SPEC §6).
+
+Start-up never fails because Postgres is down: `open()` returns a store that is not ready yet, and
+each operation tries to connect (and apply the schema) again, raising `StoreUnavailable` until it
+works. Once the pool exists, asyncpg replaces broken connections by itself, so a Postgres restart
+needs no service restart either.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+import asyncpg
+
+from backend.domain.conversation import FeedbackRecord, NewMessage, Role, StoredMessage
+from backend.domain.errors import NotFound, StoreUnavailable
+from backend.infrastructure.persistence import (
+    check_limit,
+    citations_from_json,
+    citations_to_json,
+    dump_json,
+    parse_id,
+)
+
+logger = logging.getLogger(__name__)
+
+DEFAULT_SCHEMA_SQL_PATH = Path(__file__).resolve().parents[4] / "scripts" / "db" / "init_chat_history.sql"
+
+# Any fixed 64-bit number works; every process applying this schema must use the same one.
+_SCHEMA_LOCK_KEY = 0x6772_6167_6368_6174  # "gragchat"
+
+# What the driver raises when the server is unreachable, restarting or failing.
+_DRIVER_ERRORS: tuple[type[BaseException], ...] = (
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.InternalClientError,
+    OSError,  # includes TimeoutError and refused/reset connections
+)
+
+_MESSAGE_COLUMNS = "id, conversation_id, role, content, created_at, citations, debug, completed, request_id"
+
+_UPSERT_CONVERSATION = """
+    INSERT INTO conversations (user_id, session_id) VALUES ($1, $2)
+    ON CONFLICT (user_id, session_id) DO UPDATE SET updated_at = now()
+    RETURNING id
+"""
+_INSERT_MESSAGE = f"""
+    INSERT INTO messages (conversation_id, role, content, citations, debug, completed, request_id)
+    VALUES ($1, $2, $3, $4, $5, $6, $7)
+    ON CONFLICT (conversation_id, request_id, role) WHERE request_id IS NOT NULL DO NOTHING
+    RETURNING {_MESSAGE_COLUMNS}
+"""
+_SELECT_BY_REQUEST = f"""
+    SELECT {_MESSAGE_COLUMNS} FROM messages
+    WHERE conversation_id = $1 AND request_id = $2 AND role = $3
+"""
+# Newest first so LIMIT keeps the newest rows (LIMIT NULL = all); reversed to oldest-first in Python.
+_SELECT_PAGE = f"""
+    SELECT {_MESSAGE_COLUMNS} FROM messages
+    WHERE conversation_id = $1 AND ($2::bigint IS NULL OR seq < $2)
+    ORDER BY seq DESC LIMIT $3
+"""
+_INSERT_OWNED_FEEDBACK = """
+    INSERT INTO feedback (message_id, query, is_positive, thread_id, agent_type, metadata)
+    SELECT m.id, $3, $4, $5, $6, $7
+    FROM messages AS m JOIN conversations AS c ON c.id = m.conversation_id
+    WHERE m.id = $1 AND c.user_id = $2
+    RETURNING id
+"""
+
+
+class PostgresConversationStore:
+    """History in Postgres. Build with `await PostgresConversationStore.open(dsn)`; `close()` when done."""
+
+    def __init__(
+        self,
+        dsn: str,
+        schema_sql: str,
+        *,
+        min_size: int,
+        max_size: int,
+        connect_timeout: float,
+        command_timeout: float | None,
+    ) -> None:
+        self._dsn = dsn
+        self._target = describe_dsn(dsn)
+        self._schema_sql = schema_sql
+        self._pool_options: dict[str, Any] = {
+            "min_size": min_size,
+            "max_size": max_size,
+            "timeout": connect_timeout,
+            "command_timeout": command_timeout,
+        }
+        self._pool: Any = None  # asyncpg.Pool once connected and the schema is applied
+        self._connect_lock = asyncio.Lock()
+        self._attempts = 0
+        self._last_error = ""
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        dsn: str,
+        *,
+        min_size: int = 1,
+        max_size: int = 10,
+        schema_sql_path: str | Path | None = None,
+        connect_timeout: float = 5.0,
+        command_timeout: float | None = 30.0,
+    ) -> PostgresConversationStore:
+        """Connect and apply the schema; if Postgres is unreachable, log a warning and retry lazily.
+
+        Raises only for mistakes no retry can fix: a DSN that is not a postgres URL, a missing schema file.
+        Server settings such as `search_path` may be given as DSN query parameters.
+        """
+        if urlsplit(dsn).scheme not in ("postgres", "postgresql"):
+            raise ValueError(f"not a postgres:// or postgresql:// DSN: {describe_dsn(dsn)}")
+        schema_path = Path(schema_sql_path or DEFAULT_SCHEMA_SQL_PATH)
+        schema_sql = await asyncio.to_thread(schema_path.read_text, encoding="utf-8")
+        store = cls(
+            dsn,
+            schema_sql,
+            min_size=min_size,
+            max_size=max_size,
+            connect_timeout=connect_timeout,
+            command_timeout=command_timeout,
+        )
+        try:
+            await store._ready_pool()
+        except StoreUnavailable as exc:
+            logger.warning("conversation store not ready, will retry on use: %s", exc.message)
+        return store
+
+    @property
+    def ready(self) -> bool:
+        """Whether the pool is up and the schema applied (false while Postgres has never answered)."""
+        return self._pool is not None
+
+    async def close(self) -> None:
+        self._closed = True
+        async with self._connect_lock:
+            pool, self._pool = self._pool, None
+        if pool is None:
+            return
+        try:
+            await asyncio.wait_for(pool.close(), timeout=10)
+        except TimeoutError:  # a connection stuck in a query must not block shutdown forever
+            pool.terminate()
+
+    async def ping(self) -> None:
+        async with self._connection() as conn:
+            await conn.fetchval("SELECT 1")
+
+    async def get_or_create_conversation_id(self, user_id: str, session_id: str) -> str:
+        # One statement: concurrent first calls meet on the unique key and all get the same row.
+        async with self._connection() as conn:
+            return str(await conn.fetchval(_UPSERT_CONVERSATION, user_id, session_id))
+
+    async def find_conversation_id(self, user_id: str, session_id: str) -> str | None:
+        async with self._connection() as conn:
+            found = await conn.fetchval(
+                "SELECT id FROM conversations WHERE user_id = $1 AND session_id = $2", user_id, session_id
+            )
+        return None if found is None else str(found)
+
+    async def append_message(self, conversation_id: str, message: NewMessage) -> StoredMessage:
+        key = parse_id(conversation_id, "conversation")
+        citations = citations_to_json(message.citations)
+        async with self._connection() as conn, conn.transaction():
+            # Touching the conversation first locks its row, so appends to one conversation commit in
+            # seq order and a retried request waits for the first one instead of racing it.
+            touched = await conn.execute("UPDATE conversations SET updated_at = now() WHERE id = $1", key)
+            if touched == "UPDATE 0":
+                raise NotFound(f"conversation {conversation_id!r} not found")
+            row = None
+            while row is None:  # loops only if a concurrent clear removes the row we conflicted with
+                row = await conn.fetchrow(
+                    _INSERT_MESSAGE,
+                    key,
+                    message.role.value,
+                    message.content,
+                    citations,
+                    message.debug,
+                    message.completed,
+                    message.request_id,
+                )
+                if row is None:  # the same request already stored this role's message
+                    row = await conn.fetchrow(_SELECT_BY_REQUEST, key, message.request_id, message.role.value)
+        return _to_message(row)
+
+    async def list_messages(
+        self, conversation_id: str, limit: int | None = None, before: str | None = None
+    ) -> list[StoredMessage]:
+        key = parse_id(conversation_id, "conversation")
+        check_limit(limit)
+        cursor = None if before is None else parse_id(before, "message")
+        async with self._connection() as conn:
+            before_seq = None
+            if cursor is not None:
+                before_seq = await conn.fetchval(
+                    "SELECT seq FROM messages WHERE id = $1 AND conversation_id = $2", cursor, key
+                )
+                if before_seq is None:
+                    raise NotFound(f"message {before!r} not found in this conversation")
+            rows = await conn.fetch(_SELECT_PAGE, key, before_seq, limit)
+        return [_to_message(row) for row in reversed(rows)]
+
+    async def clear_messages(self, conversation_id: str) -> int:
+        key = parse_id(conversation_id, "conversation")
+        async with self._connection() as conn:
+            status = await conn.execute("DELETE FROM messages WHERE conversation_id = $1", key)
+        return int(str(status).rsplit(" ", 1)[-1])  # "DELETE <count>"
+
+    async def add_feedback(self, user_id: str, feedback: FeedbackRecord) -> str:
+        message_id = parse_id(feedback.message_id, "message")
+        async with self._connection() as conn:
+            try:
+                feedback_id = await conn.fetchval(
+                    _INSERT_OWNED_FEEDBACK,
+                    message_id,
+                    user_id,
+                    feedback.query,
+                    feedback.is_positive,
+                    feedback.thread_id,
+                    feedback.agent_type,
+                    feedback.metadata,
+                )
+            except asyncpg.ForeignKeyViolationError:  # the message was deleted meanwhile
+                feedback_id = None
+        if feedback_id is None:  # no such message, or it belongs to someone else
+            raise NotFound(f"message {feedback.message_id!r} not found")
+        return str(feedback_id)
+
+    @asynccontextmanager
+    async def _connection(self) -> AsyncIterator[Any]:
+        """A pooled connection; driver and network failures surface as `StoreUnavailable`."""
+        pool = await self._ready_pool()
+        try:
+            async with pool.acquire() as conn:
+                yield conn
+        except _DRIVER_ERRORS as exc:
+            raise StoreUnavailable(f"{self._unavailable()}: {_describe_error(exc)}") from exc
+
+    async def _ready_pool(self) -> Any:
+        if self._closed:
+            raise StoreUnavailable("the Postgres conversation store is closed")
+        if self._pool is not None:
+            return self._pool
+        attempt = self._attempts
+        async with self._connect_lock:
+            if self._pool is not None:
+                return self._pool
+            if self._attempts != attempt:
+                # Another caller tried while we waited and failed: report that rather than queueing
+                # every waiting request behind its own connect timeout.
+                raise StoreUnavailable(self._last_error)
+            self._attempts += 1
+            try:
+                self._pool = await self._connect()
+            except _DRIVER_ERRORS as exc:
+                self._last_error = f"{self._unavailable()}: {_describe_error(exc)}"
+                raise StoreUnavailable(self._last_error) from exc
+            logger.info("conversation store connected to %s", self._target)
+            return self._pool
+
+    async def _connect(self) -> Any:
+        pool = await asyncpg.create_pool(self._dsn, init=_init_connection, **self._pool_options)
+        try:
+            async with pool.acquire() as conn, conn.transaction():
+                # Several processes may start together; CREATE ... IF NOT EXISTS alone can still collide.
+                await conn.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK_KEY)
+                await conn.execute(self._schema_sql)
+        except BaseException:
+            pool.terminate()
+            raise
+        return pool
+
+    def _unavailable(self) -> str:
+        return f"Postgres conversation store at {self._target} is unavailable"
+
+
+async def _init_connection(conn: Any) -> None:
+    # jsonb in and out as Python values: citations as lists of dicts, debug and metadata as dicts.
+    await conn.set_type_codec("jsonb", encoder=dump_json, decoder=json.loads, schema="pg_catalog")
+
+
+def describe_dsn(dsn: str) -> str:
+    """`user@host:port/database` — the DSN without its password (or anything else secret) for logs."""
+    try:
+        parts = urlsplit(dsn)
+        host = parts.hostname or "localhost"
+        port = parts.port or 5432
+    except ValueError:
+        return "<unparsable DSN>"
+    user = f"{parts.username}@" if parts.username else ""
+    return f"{user}{host}:{port}{parts.path or '/'}"
+
+
+def _describe_error(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _to_message(row: Any) -> StoredMessage:
+    return StoredMessage(
+        id=str(row["id"]),
+        conversation_id=str(row["conversation_id"]),
+        role=Role(row["role"]),
+        content=row["content"],
+        created_at=row["created_at"],
+        citations=citations_from_json(row["citations"]),
+        debug=row["debug"],
+        completed=row["completed"],
+        request_id=row["request_id"],
+    )

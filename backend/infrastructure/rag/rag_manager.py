@@ -1,0 +1,109 @@
+"""RagManager: resolve a plan to pooled agents, run them concurrently, aggregate, generate."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import AsyncGenerator, Sequence
+from dataclasses import dataclass
+
+from backend.application.ports.generation import GeneratedAnswer, GenerationRequest
+from backend.domain.errors import GraphRagError, InvalidWorkerName, RetrievalFailed
+from backend.domain.retrieval import AgentRun, RagRunSpec, RetrievalResult
+from backend.domain.worker_name import ParsedWorkerName, parse_worker_name
+from backend.infrastructure.agents.rag_factory.manager import RAGAgentManager
+from backend.infrastructure.llm.answering import AnswerGenerator
+from backend.infrastructure.rag.aggregation import aggregate, to_citations
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievalLimits:
+    agent_timeout_s: float = 20.0
+    context_token_budget: int = 3000
+    max_evidence: int = 8
+
+
+class RagManager:
+    """Implements `RAGExecutorPort` (non-streaming); the stream executor reuses its retrieval."""
+
+    def __init__(self, pool: RAGAgentManager, generator: AnswerGenerator, limits: RetrievalLimits) -> None:
+        self._pool = pool
+        self._generator = generator
+        self._limits = limits
+
+    def resolve_plan(self, plan: Sequence[RagRunSpec], kb_prefix: str) -> list[ParsedWorkerName]:
+        """Validate every spec up front (unknown KB or agent → a 4xx-type error, nothing runs)."""
+        return [self._pool.resolve(self._worker_for(spec, kb_prefix)) for spec in plan]
+
+    @staticmethod
+    def _worker_for(spec: RagRunSpec, kb_prefix: str) -> ParsedWorkerName:
+        try:
+            parsed = parse_worker_name(spec.worker_name)
+        except ValueError as error:
+            raise InvalidWorkerName(str(error)) from error
+        return ParsedWorkerName(
+            kb_prefix=parsed.kb_prefix or kb_prefix,
+            agent_type=parsed.agent_type or spec.agent_type,
+            agent_mode=parsed.agent_mode,
+        )
+
+    async def iter_runs(self, request: GenerationRequest) -> AsyncGenerator[AgentRun, None]:
+        """Yield each agent's run as it completes. Leaving early cancels the agents still running."""
+        workers = self.resolve_plan(request.plan, request.kb_prefix)
+        tasks = [asyncio.create_task(self._run_one(worker, request)) for worker in workers]
+        try:
+            for next_done in asyncio.as_completed(tasks):
+                yield await next_done
+        finally:
+            for task in tasks:
+                task.cancel()
+            await asyncio.gather(*tasks, return_exceptions=True)
+
+    async def _run_one(self, worker: ParsedWorkerName, request: GenerationRequest) -> AgentRun:
+        started = time.perf_counter()
+        worker_name = worker.pool_key
+        try:
+            agent = await self._pool.get_agent(worker)
+            async with asyncio.timeout(self._limits.agent_timeout_s):
+                trace = await agent.retrieve_with_trace(request.message, request.context.thread_id)
+            results = tuple(RetrievalResult.from_dict(item) for item in trace["retrieval_results"])
+            return AgentRun(
+                worker.agent_type,
+                worker_name,
+                results,
+                trace["context"],
+                dict(trace["reference"]),
+                _elapsed_ms(started),
+            )
+        except TimeoutError:
+            message = f"{worker.agent_type} timed out after {self._limits.agent_timeout_s:g}s"
+            logger.warning("retrieval %s for request %s: %s", worker_name, request.context.request_id, message)
+            return AgentRun(worker.agent_type, worker_name, duration_ms=_elapsed_ms(started), error=message)
+        except GraphRagError as error:
+            logger.warning("retrieval %s failed: %s", worker_name, error.message)
+            return AgentRun(worker.agent_type, worker_name, duration_ms=_elapsed_ms(started), error=error.message)
+        except Exception as error:
+            logger.exception("retrieval %s crashed", worker_name)
+            message = f"{worker.agent_type} failed: {type(error).__name__}"
+            return AgentRun(worker.agent_type, worker_name, duration_ms=_elapsed_ms(started), error=message)
+
+    def aggregate(self, runs: Sequence[AgentRun]) -> list[RetrievalResult]:
+        if runs and not any(run.ok for run in runs):
+            raise RetrievalFailed("retrieval failed: " + "; ".join(run.error or "" for run in runs))
+        return aggregate(runs, self._limits.context_token_budget, self._limits.max_evidence)
+
+    async def retrieve(self, request: GenerationRequest) -> tuple[list[AgentRun], list[RetrievalResult]]:
+        runs = [run async for run in self.iter_runs(request)]
+        return runs, self.aggregate(runs)
+
+    async def run(self, request: GenerationRequest) -> GeneratedAnswer:
+        runs, evidence = await self.retrieve(request)
+        text = await self._generator.complete(request, evidence)
+        return GeneratedAnswer(text, self._generator.mode, to_citations(evidence), tuple(runs))
+
+
+def _elapsed_ms(started: float) -> float:
+    return round((time.perf_counter() - started) * 1000, 3)

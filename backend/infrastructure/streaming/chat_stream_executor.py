@@ -1,0 +1,89 @@
+"""ChatStreamExecutor: retrieval progress, citations, then the answer as it is generated.
+
+Strict true streaming: every model delta becomes exactly one token event, yielded at once.
+Errors are raised, not swallowed: the stream use case turns them into an `error` event and
+stores what was produced so far as a partial answer.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncGenerator, Sequence
+from contextlib import aclosing
+
+from backend.application.ports.generation import GenerationRequest
+from backend.domain.events import (
+    CitationsEvent,
+    ExecutionLogEvent,
+    ProgressEvent,
+    ReasoningEvent,
+    Stage,
+    StreamEvent,
+    TokenEvent,
+)
+from backend.domain.generation import GenerationMode
+from backend.domain.retrieval import AgentRun, RetrievalResult
+from backend.infrastructure.llm.answering import AnswerGenerator
+from backend.infrastructure.rag.aggregation import to_citations
+from backend.infrastructure.rag.rag_manager import RagManager
+
+
+class ChatStreamExecutor:
+    """Implements `ChatStreamExecutorPort`. An empty plan is general chat: no retrieval, no citations."""
+
+    def __init__(self, rag: RagManager, generator: AnswerGenerator) -> None:
+        self._rag = rag
+        self._generator = generator
+
+    @property
+    def mode(self) -> GenerationMode:
+        return self._generator.mode
+
+    async def stream(self, request: GenerationRequest) -> AsyncGenerator[StreamEvent, None]:
+        evidence: list[RetrievalResult] = []
+        if request.plan:
+            runs: list[AgentRun] = []
+            async with aclosing(self._retrieve(request, runs)) as progress:
+                async for event in progress:
+                    yield event
+            evidence = self._rag.aggregate(runs)
+            yield CitationsEvent(to_citations(evidence))
+        yield ProgressEvent(Stage.GENERATION, completed=0, total=1)
+        async with aclosing(self._generator.stream(request, evidence)) as deltas:
+            async for delta in deltas:
+                if delta.reasoning:
+                    yield ReasoningEvent(delta.reasoning)
+                if delta.content:
+                    yield TokenEvent(delta.content)
+        yield ProgressEvent(Stage.GENERATION, completed=1, total=1)
+
+    async def _retrieve(self, request: GenerationRequest, runs: list[AgentRun]) -> AsyncGenerator[StreamEvent, None]:
+        total = len(request.plan)
+        yield ProgressEvent(Stage.RETRIEVAL, completed=0, total=total)
+        async with aclosing(self._rag.iter_runs(request)) as completed_runs:
+            async for run in completed_runs:
+                runs.append(run)
+                yield ProgressEvent(
+                    Stage.RETRIEVAL,
+                    completed=len(runs),
+                    total=total,
+                    error=run.error,
+                    agent_type=run.agent_type,
+                    retrieval_count=len(run.results),
+                )
+                if request.context.debug:
+                    yield _run_log(request.message, run)
+
+
+def _run_log(query: str, run: AgentRun) -> ExecutionLogEvent:
+    return ExecutionLogEvent(
+        node=f"retrieval:{run.agent_type}",
+        input={"query": query, "worker_name": run.worker_name},
+        output={"results": _result_ids(run.results), "error": run.error, "reference": run.reference},
+        duration_ms=run.duration_ms,
+    )
+
+
+def _result_ids(results: Sequence[RetrievalResult]) -> list[dict[str, object]]:
+    return [
+        {"id": result.result_id, "title": result.source.title, "score": round(result.score, 4)} for result in results
+    ]

@@ -1,0 +1,67 @@
+"""POST /api/v1/chat and POST /api/v1/chat/stream."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+
+from fastapi import APIRouter, Response
+from sse_starlette import EventSourceResponse, ServerSentEvent
+
+from backend.application.chat.turns import PreparedTurn
+from backend.application.services import ServiceContainer
+from backend.domain.context import RequestContext
+from backend.server.deps import ConfigDep, PrincipalDep, RequestIdDep, ServicesDep
+from backend.server.models.requests import ChatRequest
+from backend.server.models.responses import ChatResponse
+from backend.server.models.stream_events import PING_FRAME_COMMENT, StreamEventNormalizer
+
+router = APIRouter(prefix="/api/v1", tags=["chat"])
+
+
+def _context(body: ChatRequest, principal: PrincipalDep, request_id: str) -> RequestContext:
+    return RequestContext(
+        request_id=request_id,
+        user_id=principal.resolve_user(body.user_id),
+        session_id=body.session_id,
+        debug=body.debug,
+    )
+
+
+@router.post("/chat", response_model=ChatResponse)
+async def chat(
+    body: ChatRequest, services: ServicesDep, principal: PrincipalDep, request_id: RequestIdDep, response: Response
+) -> ChatResponse:
+    context = _context(body, principal, request_id)
+    result = await services.chat.handle(context, body.to_input())
+    response.headers["X-Request-ID"] = request_id
+    return ChatResponse.of(result, body.session_id, request_id)
+
+
+async def _frames(services: ServiceContainer, turn: PreparedTurn) -> AsyncIterator[bytes]:
+    normalizer = StreamEventNormalizer(turn.context.request_id)
+    # aclosing: when the client goes away, the use case's generator is closed now, not at GC time,
+    # so its partial answer is stored promptly.
+    async with aclosing(services.stream.events(turn)) as events:
+        async for event in events:
+            yield normalizer.frame(event)
+
+
+@router.post(
+    "/chat/stream",
+    response_class=EventSourceResponse,
+    responses={200: {"content": {"text/event-stream": {}}, "description": "SSE stream of chat events"}},
+)
+async def chat_stream(
+    body: ChatRequest, services: ServicesDep, config: ConfigDep, principal: PrincipalDep, request_id: RequestIdDep
+) -> EventSourceResponse:
+    context = _context(body, principal, request_id)
+    # Validation and the user message happen before the stream opens: bad input is a plain 4xx.
+    turn = await services.stream.prepare(context, body.to_input())
+    return EventSourceResponse(
+        _frames(services, turn),
+        sep="\n",
+        ping=config.sse_heartbeat_s,
+        ping_message_factory=lambda: ServerSentEvent(comment=PING_FRAME_COMMENT, sep="\n"),
+        headers={"X-Request-ID": request_id, "Cache-Control": "no-cache"},
+    )

@@ -1,0 +1,38 @@
+"""The FastAPI application factory. It wires no adapters: it receives the opened services."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Callable
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+
+from backend.application.services import ServiceContainer
+from backend.server.api import health
+from backend.server.api.rest.v1 import chat, feedback, history, knowledge_bases
+from backend.server.body_limit import BodySizeLimit
+from backend.server.config import ServerConfig
+from backend.server.errors import install_error_handlers
+
+OpenServices = Callable[[], AbstractAsyncContextManager[ServiceContainer]]
+
+
+def create_app(open_services: OpenServices, config: ServerConfig) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(app: FastAPI) -> AsyncIterator[dict[str, Any]]:
+        async with open_services() as services:
+            # Lifespan state is copied into each request's `request.state`; nothing is global.
+            yield {"services": services}
+
+    app = FastAPI(
+        title="GraphRAG Router→Worker backend",
+        version="0.1.0",
+        lifespan=lifespan,
+    )
+    app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
+    app.state.server_config = config
+    install_error_handlers(app)
+    for module in (chat, history, feedback, knowledge_bases, health):
+        app.include_router(module.router)
+    return app

@@ -1,0 +1,41 @@
+"""FastAPI dependencies as `Annotated` aliases; everything comes from the app's lifespan state."""
+
+from __future__ import annotations
+
+import re
+import uuid
+from typing import Annotated
+
+from fastapi import Depends, Request
+
+from backend.application.services import ServiceContainer
+from backend.server.auth import Principal, authenticate
+from backend.server.config import ServerConfig
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
+
+
+def get_services(request: Request) -> ServiceContainer:
+    services: ServiceContainer = request.state.services
+    return services
+
+
+def get_config(request: Request) -> ServerConfig:
+    config: ServerConfig = request.app.state.server_config
+    return config
+
+
+def get_principal(request: Request, config: Annotated[ServerConfig, Depends(get_config)]) -> Principal:
+    return authenticate(request, config)
+
+
+def get_request_id(request: Request) -> str:
+    """The caller's X-Request-ID when well-formed (retries then stay idempotent), else a new one."""
+    supplied = request.headers.get("x-request-id", "")
+    return supplied if _REQUEST_ID.fullmatch(supplied) else uuid.uuid4().hex
+
+
+ServicesDep = Annotated[ServiceContainer, Depends(get_services)]
+ConfigDep = Annotated[ServerConfig, Depends(get_config)]
+PrincipalDep = Annotated[Principal, Depends(get_principal)]
+RequestIdDep = Annotated[str, Depends(get_request_id)]

@@ -1,0 +1,48 @@
+"""Request bodies. Shapes are checked here; meaning (known KB, message size) in the use cases."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from backend.application.chat.inputs import ChatInput
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid", str_strip_whitespace=False)
+
+
+class ChatRequest(_Body):
+    session_id: str = Field(min_length=1, max_length=128)
+    message: str = Field(min_length=1, max_length=100_000)
+    kb_prefix: str | None = Field(None, max_length=64)
+    agent_type: str | None = Field(None, max_length=64)
+    worker_name: str | None = Field(None, max_length=200, description="{kb}:{agent_type}:retrieve_only")
+    debug: bool = False
+    user_id: str | None = Field(None, max_length=128, description="development mode only (AUTH_MODE=none)")
+
+    def to_input(self) -> ChatInput:
+        return ChatInput(
+            session_id=self.session_id,
+            message=self.message,
+            kb_prefix=self.kb_prefix,
+            agent_type=self.agent_type,
+            worker_name=self.worker_name,
+        )
+
+
+class ClearRequest(_Body):
+    session_id: str = Field(min_length=1, max_length=128)
+    kb_prefix: str | None = Field(None, max_length=64)
+    user_id: str | None = Field(None, max_length=128)
+
+
+class FeedbackRequest(_Body):
+    message_id: str = Field(min_length=1, max_length=64)
+    is_positive: bool
+    session_id: str | None = Field(None, max_length=128)
+    query: str = Field("", max_length=8000)
+    agent_type: str = Field("", max_length=64)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    user_id: str | None = Field(None, max_length=128)

@@ -1,0 +1,116 @@
+"""Response bodies."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel
+
+from backend.application.chat.chat_handler import ChatResult
+from backend.domain.conversation import Citation, StoredMessage
+from backend.domain.routing import RouteDecision
+
+
+class CitationOut(BaseModel):
+    id: str
+    title: str
+    doc_id: str
+    chunk_id: str
+    snippet: str
+
+    @classmethod
+    def of(cls, citation: Citation) -> CitationOut:
+        return cls(**citation.to_dict())
+
+
+class RouteOut(BaseModel):
+    requested_kb_prefix: str
+    routed_kb_prefix: str
+    kb_prefix: str
+    confidence: float
+    method: str
+    reason: str
+    worker_name: str
+
+    @classmethod
+    def of(cls, decision: RouteDecision) -> RouteOut:
+        return cls(**decision.to_dict())
+
+
+class ChatResponse(BaseModel):
+    answer: str
+    citations: list[CitationOut]
+    route: RouteOut
+    generation_mode: str
+    session_id: str
+    request_id: str
+    message_id: str
+    user_message_id: str
+
+    @classmethod
+    def of(cls, result: ChatResult, session_id: str, request_id: str) -> ChatResponse:
+        return cls(
+            answer=result.answer,
+            citations=[CitationOut.of(c) for c in result.citations],
+            route=RouteOut.of(result.route),
+            generation_mode=result.generation_mode.value,
+            session_id=session_id,
+            request_id=request_id,
+            message_id=result.message_id,
+            user_message_id=result.user_message_id,
+        )
+
+
+class MessageOut(BaseModel):
+    id: str
+    role: str
+    content: str
+    created_at: datetime
+    citations: list[CitationOut]
+    completed: bool
+    request_id: str | None
+    debug: dict[str, Any] | None
+
+    @classmethod
+    def of(cls, message: StoredMessage) -> MessageOut:
+        return cls(
+            id=message.id,
+            role=message.role.value,
+            content=message.content,
+            created_at=message.created_at,
+            citations=[CitationOut.of(c) for c in message.citations],
+            completed=message.completed,
+            request_id=message.request_id,
+            debug=message.debug,
+        )
+
+
+class MessagesResponse(BaseModel):
+    session_id: str
+    messages: list[MessageOut]
+
+
+class ClearResponse(BaseModel):
+    status: str = "ok"
+    remaining_messages: str = "0"
+    cleared_messages: int
+
+
+class FeedbackResponse(BaseModel):
+    status: str = "ok"
+    feedback_id: str
+
+
+class KnowledgeBaseOut(BaseModel):
+    kb_prefix: str
+    description: str
+    keywords: list[str]
+    language: str
+    default_agent: str
+
+
+class KnowledgeBasesResponse(BaseModel):
+    knowledge_bases: list[KnowledgeBaseOut]
+    agent_types: list[str]
+    generation_mode: str

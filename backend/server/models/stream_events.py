@@ -1,0 +1,89 @@
+"""The stream event protocol on the wire (SPEC §5), produced by one normaliser.
+
+Every event gets `status`, `request_id`, `seq` (0, 1, 2, ... per request) and `ts` (Unix seconds),
+and is framed as `data: {json}\n\n` with LF separators.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import orjson
+
+from backend.domain.events import (
+    CitationsEvent,
+    DoneEvent,
+    ErrorEvent,
+    ExecutionLogEvent,
+    ProgressEvent,
+    ReasoningEvent,
+    StartEvent,
+    StreamEvent,
+    TokenEvent,
+)
+
+
+def event_fields(event: StreamEvent) -> dict[str, Any]:
+    """The event-specific part of the wire shape."""
+    match event:
+        case TokenEvent(text=text) | ReasoningEvent(text=text):
+            return {"content": text}
+        case ProgressEvent():
+            return {
+                "content": {
+                    "stage": event.stage.value,
+                    "completed": event.completed,
+                    "total": event.total,
+                    "error": event.error,
+                    "agent_type": event.agent_type,
+                    "retrieval_count": event.retrieval_count,
+                }
+            }
+        case CitationsEvent(citations=citations):
+            return {"content": [citation.to_dict() for citation in citations]}
+        case ErrorEvent(message=message):
+            return {"message": message}
+        case ExecutionLogEvent():
+            return {
+                "content": {
+                    "node": event.node,
+                    "input": event.input,
+                    "output": event.output,
+                    "duration_ms": event.duration_ms,
+                }
+            }
+        case DoneEvent(message_id=message_id):
+            return {"message_id": message_id}
+        case StartEvent():
+            return {}
+    raise TypeError(f"not a stream event: {type(event).__name__}")
+
+
+class StreamEventNormalizer:
+    """Numbers and stamps the events of one request. Not shared between requests."""
+
+    def __init__(self, request_id: str) -> None:
+        self._request_id = request_id
+        self._seq = 0
+
+    def normalize(self, event: StreamEvent) -> dict[str, Any]:
+        wire: dict[str, Any] = {"status": event.kind.value, **event_fields(event)}
+        wire["request_id"] = self._request_id
+        wire["seq"] = self._seq
+        wire["ts"] = round(time.time(), 6)
+        self._seq += 1
+        return wire
+
+    def frame(self, event: StreamEvent) -> bytes:
+        return b"data: " + orjson.dumps(self.normalize(event), default=_json_default) + b"\n\n"
+
+
+def _json_default(value: object) -> object:
+    # Debug payloads may carry sets or tuples from adapters; keep the stream alive, not exact.
+    if isinstance(value, set | frozenset | tuple):
+        return list(value)
+    return str(value)
+
+
+PING_FRAME_COMMENT = "ping"

@@ -1,0 +1,26 @@
+#!/usr/bin/env bash
+# The whole test suite: lint, types, and pytest against real Postgres and the scripted model server.
+# Starts the local Postgres when POSTGRES_TEST_DSN is not set. Extra arguments go to pytest.
+set -euo pipefail
+source "$(dirname "$0")/lib/env.sh"
+cd "$ROOT"
+ensure_venv test
+
+# In CI a missing service fails the run instead of skipping its tests.
+if [ -n "${CI:-}" ]; then export REQUIRE_REAL_SERVICES=1; fi
+
+if [ -z "${POSTGRES_TEST_DSN:-}" ]; then
+  if services="$(scripts/services/postgres.sh)"; then
+    eval "$services"
+  elif [ "${REQUIRE_REAL_SERVICES:-0}" = "1" ]; then
+    log "error: Postgres is required (REQUIRE_REAL_SERVICES=1) and could not be started"
+    exit 1
+  else
+    log "warning: no local Postgres; Postgres tests use testcontainers or are skipped"
+  fi
+fi
+
+log "ruff"; ruff check backend tests benchmarks; ruff format --check --quiet backend tests benchmarks
+log "mypy"; mypy
+log "pytest"
+exec python -m pytest "$@"

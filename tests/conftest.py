@@ -1,0 +1,3 @@
+"""Suite-wide fixtures: real services first, then the scripted model server."""
+
+pytest_plugins = ["tests.support.postgres", "tests.support.llm_fixtures"]

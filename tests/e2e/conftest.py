@@ -1,0 +1,37 @@
+"""A sample knowledge base ingested once per test session, copied into each test's data directory."""
+
+from __future__ import annotations
+
+import asyncio
+import shutil
+from pathlib import Path
+
+import pytest
+
+from backend.bootstrap import KNOWLEDGE_DB, open_ingestion
+from tests.support.live_server import make_settings
+
+SAMPLE_DOCUMENTS = Path(__file__).resolve().parents[2] / "samples" / "orchard" / "documents"
+
+
+async def _ingest_sample(data_dir: Path) -> None:
+    settings = make_settings(data_dir)
+    async with open_ingestion(settings) as ingestion:
+        folder = SAMPLE_DOCUMENTS
+        report = await ingestion.ingest("orchard", ingestion.load_files([folder]))
+        assert report.documents_added == 6
+
+
+@pytest.fixture(scope="session")
+def orchard_knowledge(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    data_dir = tmp_path_factory.mktemp("orchard-kb")
+    asyncio.run(_ingest_sample(data_dir))
+    return data_dir / KNOWLEDGE_DB
+
+
+@pytest.fixture
+def data_dir(tmp_path: Path, orchard_knowledge: Path) -> Path:
+    target = tmp_path / "data"
+    target.mkdir()
+    shutil.copy(orchard_knowledge, target / KNOWLEDGE_DB)
+    return target

@@ -1,0 +1,305 @@
+"""The whole chat path over real HTTP: uvicorn → FastAPI → router → pool → agent → executor → SSE,
+with the real MiniLM embedder, the embedded knowledge store, SQLite or Postgres history and the
+scripted OpenAI-compatible model server."""
+
+from __future__ import annotations
+
+import asyncio
+import uuid
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.support.live_server import LiveServer, live_server, make_settings
+from tests.support.scripted_llm import Reply, ScriptedLLM
+from tests.support.sse import read_stream
+
+FOUNDED = "When was Wrenfield Orchard founded, and by whom?"
+
+
+def new_session() -> str:
+    return "s-" + uuid.uuid4().hex[:12]
+
+
+def llm_settings(llm: ScriptedLLM) -> dict[str, Any]:
+    return {
+        "LLM_BASE_URL": llm.base_url,
+        "LLM_MODEL": "scripted-model",
+        "LLM_API_KEY": "test-key",
+        "LLM_STREAM_IDLE_TIMEOUT_S": 2,
+        "LLM_MAX_RETRIES": 0,
+    }
+
+
+async def history(client: httpx.AsyncClient, session: str, **params: str) -> httpx.Response:
+    return await client.get(f"/api/v1/conversations/{session}/messages", params=params)
+
+
+async def wait_for_messages(client: httpx.AsyncClient, session: str, count: int) -> list[dict[str, Any]]:
+    for _ in range(200):
+        response = await history(client, session)
+        if response.status_code == 200 and len(response.json()["messages"]) >= count:
+            return list(response.json()["messages"])
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"{session} never reached {count} messages")
+
+
+@pytest.fixture
+def server(data_dir: Path, scripted_llm: ScriptedLLM):  # type: ignore[no-untyped-def]
+    with live_server(make_settings(data_dir, **llm_settings(scripted_llm))) as running:
+        yield running
+
+
+@pytest.fixture
+async def client(server: LiveServer):  # type: ignore[no-untyped-def]
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+        yield http
+
+
+async def test_streamed_answer_cites_before_the_first_token_and_tokens_arrive_as_emitted(
+    client: httpx.AsyncClient, scripted_llm: ScriptedLLM
+) -> None:
+    tokens = ["Wrenfield", " was", " founded", " in", " 1921", " [1]."]
+    scripted_llm.script(Reply(tokens=tokens, delay_s=0.15))
+    session = new_session()
+    capture = await read_stream(client, "/api/v1/chat/stream", {"session_id": session, "message": FOUNDED})
+
+    assert capture.status_code == 200
+    assert capture.statuses[0] == "start" and capture.statuses[-1] == "done"
+    assert capture.statuses.count("start") == 1 and capture.statuses.count("done") == 1
+    assert [event["seq"] for event in capture.events] == list(range(len(capture.events)))
+    assert len({event["request_id"] for event in capture.events}) == 1
+    first_token = capture.statuses.index("token")
+    assert capture.statuses.index("citations") < first_token
+    citations = capture.of("citations")[0]["content"]
+    assert any(c["title"] == "History of Wrenfield Orchard" for c in citations)
+    assert [event["content"] for event in capture.of("token")] == tokens
+
+    # One model delta → one token event, sent at once: token k reached the client before the
+    # scripted model even wrote token k+1 (same process, same clock).
+    sent = scripted_llm.token_sent_at[0]
+    token_arrivals = [t for t, e in zip(capture.received_at, capture.events, strict=True) if e["status"] == "token"]
+    for k in range(len(tokens) - 1):
+        assert token_arrivals[k] < sent[k + 1], f"token {k} was held back until token {k + 1} was sent"
+
+    # The model saw the retrieved sources, numbered as the citations are.
+    prompt = scripted_llm.requests[0]["messages"][-1]["content"]
+    assert f"[1] {citations[0]['title']}" in prompt
+    assert prompt.endswith(f"Question: {FOUNDED}")
+
+    messages = await wait_for_messages(client, session, 2)
+    assert [(m["role"], m["content"], m["completed"]) for m in messages] == [
+        ("user", FOUNDED, True),
+        ("assistant", "".join(tokens), True),
+    ]
+    assert messages[1]["id"] == capture.events[-1]["message_id"]
+    assert [c["id"] for c in messages[1]["citations"]] == [c["id"] for c in citations]
+
+
+async def test_sse_framing_headers_and_heartbeat(data_dir: Path, scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.script(Reply(tokens=["slow", " answer"], delay_s=0.45))
+    settings = make_settings(data_dir, SSE_HEARTBEAT_S=0.1, **llm_settings(scripted_llm))
+    with live_server(settings) as running:
+        async with httpx.AsyncClient(base_url=running.base_url, timeout=20) as http:
+            capture = await read_stream(
+                http, "/api/v1/chat/stream", {"session_id": new_session(), "message": "hello!", "kb_prefix": "general"}
+            )
+    assert capture.headers["content-type"].startswith("text/event-stream")
+    assert capture.headers["x-accel-buffering"] == "no"
+    assert b"\r" not in capture.raw
+    assert b"\n\n" in capture.raw and not capture.raw.startswith(b"\n")
+    assert "ping" in capture.comments
+    assert capture.text == "slow answer"
+    assert "citations" not in capture.statuses  # general chat: empty plan, no retrieval
+
+
+async def test_model_failure_mid_stream_sends_error_then_done_and_keeps_the_partial_answer(
+    client: httpx.AsyncClient, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.script(Reply(tokens=["Founded", " in", " 19", "21"], drop_after=2))
+    session = new_session()
+    capture = await read_stream(client, "/api/v1/chat/stream", {"session_id": session, "message": FOUNDED})
+    assert capture.statuses[-2:] == ["error", "done"]
+    assert "model" in capture.of("error")[0]["message"]
+    assert capture.text == "Founded in"
+    messages = await wait_for_messages(client, session, 2)
+    assert (messages[1]["content"], messages[1]["completed"]) == ("Founded in", False)
+
+
+async def test_client_disconnect_stores_the_partial_answer_exactly_once(
+    client: httpx.AsyncClient, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.script(Reply(tokens=[f"t{i} " for i in range(40)], delay_s=0.05))
+    session = new_session()
+    capture = await read_stream(
+        client, "/api/v1/chat/stream", {"session_id": session, "message": FOUNDED}, stop_after_tokens=3
+    )
+    assert len(capture.of("token")) == 3
+    assert await scripted_llm.wait_outcome(0, within_s=5) == "disconnected"  # the model call was stopped too
+    messages = await wait_for_messages(client, session, 2)
+    await asyncio.sleep(0.3)  # a duplicate save, if any, would land now
+    messages = (await history(client, session)).json()["messages"]
+    assert [m["role"] for m in messages] == ["user", "assistant"]
+    assert messages[1]["completed"] is False
+    assert messages[1]["content"].startswith("t0 t1 t2 ")
+    assert len(messages[1]["content"].split()) < 40
+
+
+async def test_extractive_answer_without_a_model(data_dir: Path) -> None:
+    with live_server(make_settings(data_dir)) as running:
+        async with httpx.AsyncClient(base_url=running.base_url, timeout=20) as http:
+            response = await http.post(
+                "/api/v1/chat",
+                json={
+                    "session_id": new_session(),
+                    "message": "How much does the mill tour cost for an adult?",
+                    "kb_prefix": "orchard",
+                },
+            )
+    assert response.status_code == 200, response.text
+    body = response.json()
+    assert body["generation_mode"] == "extractive"
+    assert body["answer"].startswith("Extractive answer")
+    assert "£12 per adult" in body["answer"]
+    assert body["citations"][0]["title"] == "Visiting Wrenfield"
+    assert body["route"]["worker_name"] == "orchard:naive_rag_agent:retrieve_only"
+
+
+async def test_router_picks_the_kb_by_itself_and_general_chat_skips_retrieval(
+    client: httpx.AsyncClient, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.script(Reply(tokens=["a"]), Reply(tokens=["b"]))
+    routed = (
+        await client.post(
+            "/api/v1/chat", json={"session_id": new_session(), "message": "Which apple varieties grow at the orchard?"}
+        )
+    ).json()
+    assert (routed["route"]["kb_prefix"], routed["route"]["method"]) == ("orchard", "heuristic")
+    assert routed["citations"]
+    general = (await client.post("/api/v1/chat", json={"session_id": new_session(), "message": "hi!"})).json()
+    assert (general["route"]["kb_prefix"], general["route"]["worker_name"]) == ("general", "")
+    assert general["citations"] == []
+
+
+async def test_history_listing_paging_and_clear(client: httpx.AsyncClient, scripted_llm: ScriptedLLM) -> None:
+    session = new_session()
+    for number in range(3):
+        scripted_llm.script(Reply(tokens=[f"answer {number}"]))
+        response = await client.post(
+            "/api/v1/chat", json={"session_id": session, "message": f"question {number}", "kb_prefix": "general"}
+        )
+        assert response.status_code == 200
+    messages = (await history(client, session)).json()["messages"]
+    assert [m["content"] for m in messages] == [
+        "question 0",
+        "answer 0",
+        "question 1",
+        "answer 1",
+        "question 2",
+        "answer 2",
+    ]
+    page = (await history(client, session, limit="2", before=messages[4]["id"])).json()["messages"]
+    assert [m["content"] for m in page] == ["question 1", "answer 1"]
+    # History reaches the model: the third call carried the earlier turns.
+    assert [m["content"] for m in scripted_llm.requests[2]["messages"][1:5]] == [
+        "question 0",
+        "answer 0",
+        "question 1",
+        "answer 1",
+    ]
+
+    cleared = await client.post("/api/v1/clear", json={"session_id": session})
+    assert cleared.json() == {"status": "ok", "remaining_messages": "0", "cleared_messages": 6}
+    assert (await history(client, session)).json()["messages"] == []
+    again = await client.post("/api/v1/clear", json={"session_id": session})
+    assert again.json()["cleared_messages"] == 0
+
+
+async def test_feedback_on_an_answer(client: httpx.AsyncClient, scripted_llm: ScriptedLLM) -> None:
+    session = new_session()
+    answer = (await client.post("/api/v1/chat", json={"session_id": session, "message": FOUNDED})).json()
+    ok = await client.post(
+        "/api/v1/feedback",
+        json={"message_id": answer["message_id"], "is_positive": True, "session_id": session, "query": FOUNDED},
+    )
+    assert ok.status_code == 200 and ok.json()["feedback_id"]
+    unknown = await client.post("/api/v1/feedback", json={"message_id": str(uuid.uuid4()), "is_positive": False})
+    assert unknown.status_code == 404
+
+
+BAD_INPUTS = [
+    ({"message": "hi", "kb_prefix": "nope"}, 404, "unknown_kb"),
+    ({"message": "hi", "kb_prefix": "orchard", "agent_type": "chat_agent"}, 400, "unknown_agent_type"),
+    ({"message": "hi", "agent_type": "graph_agent"}, 501, "agent_unavailable"),
+    ({"message": "hi", "worker_name": "orchard:naive_rag_agent:chat"}, 400, "invalid_worker_name"),
+    ({"message": "hi", "worker_name": "a:b:c:d"}, 400, "invalid_worker_name"),
+    ({"message": ""}, 422, "validation_error"),
+    ({"message": "   \n "}, 400, "invalid_request"),
+    ({"message": "x" * 8001}, 400, "invalid_request"),
+    ({"message": "hi", "unexpected": 1}, 422, "validation_error"),
+]
+
+
+@pytest.mark.parametrize("endpoint", ["/api/v1/chat", "/api/v1/chat/stream"])
+@pytest.mark.parametrize(("fields", "status", "code"), BAD_INPUTS)
+async def test_bad_input_is_a_clear_4xx_and_nothing_is_stored(
+    client: httpx.AsyncClient,
+    scripted_llm: ScriptedLLM,
+    endpoint: str,
+    fields: dict[str, Any],
+    status: int,
+    code: str,
+) -> None:
+    session = new_session()
+    response = await client.post(endpoint, json={"session_id": session, **fields})
+    assert response.status_code == status, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    assert response.json()["error"]["code"] == code
+    assert response.json()["error"]["message"]
+    assert (await history(client, session)).status_code == 404
+    assert scripted_llm.requests == []
+
+
+@pytest.mark.parametrize("endpoint", ["/api/v1/chat", "/api/v1/chat/stream", "/api/v1/clear", "/api/v1/feedback"])
+async def test_malformed_json_is_400(client: httpx.AsyncClient, endpoint: str) -> None:
+    response = await client.post(
+        endpoint, content=b'{"session_id": "s1", "message": ', headers={"content-type": "application/json"}
+    )
+    assert response.status_code == 400
+    assert response.json()["error"]["code"] == "malformed_json"
+
+
+async def test_a_body_over_the_limit_is_413(data_dir: Path) -> None:
+    with live_server(make_settings(data_dir, MAX_BODY_BYTES=2048)) as running:
+        async with httpx.AsyncClient(base_url=running.base_url) as http:
+            response = await http.post("/api/v1/chat", json={"session_id": "s1", "message": "x" * 5000})
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "payload_too_large"
+
+
+async def test_health_ready_and_kbs(client: httpx.AsyncClient) -> None:
+    assert (await client.get("/health")).json() == {"status": "ok"}
+    ready = await client.get("/ready")
+    assert ready.status_code == 200
+    assert ready.json() == {"ready": True, "checks": {"conversation_store": "ok", "knowledge_store": "ok"}}
+    kbs = (await client.get("/api/v1/kbs")).json()
+    assert [kb["kb_prefix"] for kb in kbs["knowledge_bases"]] == ["orchard"]
+    assert kbs["agent_types"] == ["naive_rag_agent"]
+    assert kbs["generation_mode"] == "llm"
+
+
+async def test_a_chunked_body_over_the_limit_is_413(data_dir: Path) -> None:
+    async def chunks():  # type: ignore[no-untyped-def]
+        yield b'{"session_id": "s1", "message": "'
+        for _ in range(10):
+            yield b"x" * 500
+        yield b'"}'
+
+    with live_server(make_settings(data_dir, MAX_BODY_BYTES=2048)) as running:
+        async with httpx.AsyncClient(base_url=running.base_url) as http:
+            response = await http.post("/api/v1/chat", content=chunks(), headers={"content-type": "application/json"})
+            assert (await history(http, "s1")).status_code == 404
+    assert response.status_code == 413
+    assert response.json()["error"]["code"] == "payload_too_large"

@@ -1,0 +1,194 @@
+"""The Postgres store when the server is away, comes back, or is being set up by several processes."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import socket
+from collections.abc import AsyncIterator
+from pathlib import Path
+from urllib.parse import urlsplit, urlunsplit
+
+import asyncpg
+import pytest
+
+from backend.domain.errors import StoreUnavailable
+from backend.infrastructure.persistence.postgres import PostgresConversationStore
+
+SECRET = "s3cret-pa55"
+
+
+def _closed_port() -> int:
+    """A local port nothing listens on (bound once by us, then released)."""
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+def _via_port(dsn: str, port: int) -> str:
+    parts = urlsplit(dsn)
+    credentials, at, _ = parts.netloc.rpartition("@")
+    return urlunsplit(parts._replace(netloc=f"{credentials}{at}127.0.0.1:{port}"))
+
+
+class TcpForwarder:
+    """A switchable TCP proxy to the real server: stopping it looks like Postgres going down."""
+
+    def __init__(self, port: int, target_host: str, target_port: int) -> None:
+        self.port = port
+        self._target = (target_host, target_port)
+        self._server: asyncio.Server | None = None
+        self._writers: set[asyncio.StreamWriter] = set()
+        self._tasks: set[asyncio.Task[None]] = set()
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
+
+    async def stop(self) -> None:
+        if self._server is not None:
+            self._server.close()
+            await self._server.wait_closed()
+            self._server = None
+        for writer in self._writers:
+            writer.transport.abort()  # cut live connections like a crashed server would
+        await asyncio.gather(*self._tasks, return_exceptions=True)
+
+    async def _accept(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._tasks.add(task)
+        upstream_reader, upstream_writer = await asyncio.open_connection(*self._target)
+        self._writers.update((client_writer, upstream_writer))
+        await asyncio.gather(_pipe(client_reader, upstream_writer), _pipe(upstream_reader, client_writer))
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    # A reset is how the proxy's connections end when it is stopped; anything else is a real failure.
+    with contextlib.suppress(ConnectionError):
+        while chunk := await reader.read(65536):
+            writer.write(chunk)
+            await writer.drain()
+    writer.transport.abort()
+
+
+@pytest.fixture
+async def unreachable_store(caplog: pytest.LogCaptureFixture) -> AsyncIterator[PostgresConversationStore]:
+    dsn = f"postgresql://graphrag:{SECRET}@127.0.0.1:{_closed_port()}/graphrag_test"
+    with caplog.at_level(logging.WARNING):
+        store = await PostgresConversationStore.open(dsn, connect_timeout=2)
+    yield store
+    await store.close()
+
+
+async def test_open_against_a_closed_port_returns_a_not_ready_store(
+    unreachable_store: PostgresConversationStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    assert unreachable_store.ready is False
+    logged = [r.getMessage() for r in caplog.get_records("setup") if r.levelno == logging.WARNING]
+    assert any("not ready" in text and "127.0.0.1" in text for text in logged)
+    assert not any(SECRET in text for text in logged)
+
+
+async def test_operations_on_an_unreachable_server_raise_store_unavailable(
+    unreachable_store: PostgresConversationStore,
+) -> None:
+    with pytest.raises(StoreUnavailable) as ping_error:
+        await unreachable_store.ping()
+    with pytest.raises(StoreUnavailable) as op_error:
+        await unreachable_store.get_or_create_conversation_id("alice", "s1")
+    with pytest.raises(StoreUnavailable):
+        await unreachable_store.list_messages("00000000-0000-0000-0000-000000000001")
+
+    for error in (ping_error.value, op_error.value):
+        assert "unavailable" in error.message and "127.0.0.1" in error.message
+        assert SECRET not in error.message
+        assert isinstance(error.__cause__, OSError | asyncpg.InterfaceError | asyncpg.PostgresError)
+
+
+async def test_a_dsn_that_is_not_postgres_is_rejected_at_open() -> None:
+    with pytest.raises(ValueError, match="postgres"):
+        await PostgresConversationStore.open(f"mysql://root:{SECRET}@localhost/db")
+
+
+@pytest.mark.postgres
+async def test_store_recovers_when_the_server_comes_back_without_a_restart(
+    isolated_postgres_dsn: str,
+) -> None:
+    real = urlsplit(isolated_postgres_dsn)
+    forwarder = TcpForwarder(_closed_port(), real.hostname or "127.0.0.1", real.port or 5432)
+    store = await PostgresConversationStore.open(
+        _via_port(isolated_postgres_dsn, forwarder.port), min_size=1, max_size=2, connect_timeout=2
+    )
+    try:
+        assert store.ready is False
+        with pytest.raises(StoreUnavailable):
+            await store.get_or_create_conversation_id("alice", "s1")
+
+        await forwarder.start()  # "Postgres is back"
+        conversation = await store.get_or_create_conversation_id("alice", "s1")
+        assert store.ready is True
+
+        await forwarder.stop()  # "Postgres goes down" under a live pool
+        with pytest.raises(StoreUnavailable):
+            await store.list_messages(conversation)
+
+        await forwarder.start()
+        await store.ping()
+        assert await store.get_or_create_conversation_id("alice", "s1") == conversation
+    finally:
+        await store.close()
+        await forwarder.stop()
+
+
+@pytest.mark.postgres
+async def test_concurrent_opens_apply_the_schema_once(isolated_postgres_dsn: str) -> None:
+    stores = await asyncio.gather(*(PostgresConversationStore.open(isolated_postgres_dsn) for _ in range(8)))
+    try:
+        assert all(store.ready for store in stores)
+        ids = await asyncio.gather(*(s.get_or_create_conversation_id("alice", "s1") for s in stores))
+        assert len(set(ids)) == 1
+        first_applied = await _schema_versions(isolated_postgres_dsn)
+        assert [version for version, _ in first_applied] == [1]
+
+        again = await PostgresConversationStore.open(isolated_postgres_dsn)  # re-running is a no-op
+        await again.close()
+        assert await _schema_versions(isolated_postgres_dsn) == first_applied
+        tables = await _tables(isolated_postgres_dsn)
+        assert tables == ["conversations", "feedback", "messages", "schema_version"]
+    finally:
+        for store in stores:
+            await store.close()
+
+
+@pytest.mark.postgres
+async def test_the_schema_file_is_safe_to_run_twice_in_one_transaction(isolated_postgres_dsn: str) -> None:
+    sql = (Path(__file__).parents[2] / "scripts" / "db" / "init_chat_history.sql").read_text(encoding="utf-8")
+    conn = await asyncpg.connect(isolated_postgres_dsn)
+    try:
+        async with conn.transaction():
+            await conn.execute(sql)
+            await conn.execute(sql)
+        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 1
+    finally:
+        await conn.close()
+
+
+async def _schema_versions(dsn: str) -> list[tuple[int, object]]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch("SELECT version, applied_at FROM schema_version ORDER BY version")
+    finally:
+        await conn.close()
+    return [(row["version"], row["applied_at"]) for row in rows]
+
+
+async def _tables(dsn: str) -> list[str]:
+    conn = await asyncpg.connect(dsn)
+    try:
+        rows = await conn.fetch(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = current_schema() ORDER BY table_name"
+        )
+    finally:
+        await conn.close()
+    return [str(row["table_name"]) for row in rows]

@@ -1,0 +1,1 @@
+"""Test doubles and service fixtures shared by the suites (and by benchmarks/)."""

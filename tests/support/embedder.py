@@ -1,0 +1,12 @@
+"""One MiniLM embedder per test process: the weights are read once and shared (it holds no state)."""
+
+from __future__ import annotations
+
+from functools import cache
+
+from backend.infrastructure.embeddings.minilm import MiniLMEmbedder
+
+
+@cache
+def shared_minilm() -> MiniLMEmbedder:
+    return MiniLMEmbedder.load()

@@ -1,0 +1,57 @@
+"""Use cases wired to fakes and in-memory adapters, for tests that exercise the real flow without I/O."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from backend.application.chat.chat_handler import ChatHandler
+from backend.application.chat.stream_handler import StreamHandler
+from backend.application.chat.turns import TurnLimits, TurnService
+from backend.domain.knowledge_base import KnowledgeBase
+from backend.infrastructure.agents.rag_factory.builders import AgentResources
+from backend.infrastructure.agents.rag_factory.manager import RAGAgentManager
+from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
+from backend.infrastructure.llm.answering import AnswerGenerator, GeneralChat
+from backend.infrastructure.llm.types import ChatModel
+from backend.infrastructure.persistence.memory.conversation_store import InMemoryConversationStore
+from backend.infrastructure.rag.rag_manager import RagManager, RetrievalLimits
+from backend.infrastructure.routing.router_graph import RouterGraph, RoutingPolicy
+from backend.infrastructure.streaming.chat_stream_executor import ChatStreamExecutor
+from tests.support.fakes import FakeAgent
+
+DEFAULT_KBS = (
+    KnowledgeBase(
+        "orchard", "An apple orchard and cider mill", ("orchard", "cider", "apple"), default_agent="naive_rag_agent"
+    ),
+)
+
+
+@dataclass
+class Wired:
+    store: InMemoryConversationStore
+    chat: ChatHandler
+    stream: StreamHandler
+    agent: FakeAgent
+
+
+def wire(
+    agent: FakeAgent,
+    model: ChatModel | None = None,
+    store: InMemoryConversationStore | None = None,
+    kbs: Sequence[KnowledgeBase] = DEFAULT_KBS,
+    agent_timeout_s: float = 2.0,
+) -> Wired:
+    catalog = KnowledgeBaseRegistry(kbs)
+    store = store or InMemoryConversationStore()
+    pool = RAGAgentManager(catalog, {agent.agent_type: lambda kb, res: agent}, AgentResources(None, None))  # type: ignore[arg-type]
+    generator = AnswerGenerator(model)
+    rag = RagManager(pool, generator, RetrievalLimits(agent_timeout_s=agent_timeout_s))
+    router = RouterGraph(catalog, RoutingPolicy())
+    turns = TurnService(store, catalog, pool.available_agent_types, TurnLimits(max_message_chars=2000))
+    return Wired(
+        store=store,
+        chat=ChatHandler(turns, router, GeneralChat(generator), rag),
+        stream=StreamHandler(turns, router, ChatStreamExecutor(rag, generator)),
+        agent=agent,
+    )

@@ -1,0 +1,137 @@
+"""RagManager and the agent pool: fan-out, timeouts, dedup, cancellation, validation."""
+
+import asyncio
+
+import pytest
+
+from backend.application.ports.generation import GenerationRequest
+from backend.domain.context import RequestContext
+from backend.domain.errors import (
+    AgentUnavailable,
+    InvalidWorkerName,
+    RetrievalFailed,
+    UnknownAgentType,
+    UnknownKnowledgeBase,
+)
+from backend.domain.knowledge_base import KnowledgeBase
+from backend.domain.retrieval import RagRunSpec
+from backend.domain.worker_name import ParsedWorkerName
+from backend.infrastructure.agents.rag_factory.builders import AgentResources
+from backend.infrastructure.agents.rag_factory.manager import RAGAgentManager
+from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
+from backend.infrastructure.llm.answering import AnswerGenerator
+from backend.infrastructure.rag.rag_manager import RagManager, RetrievalLimits
+from tests.support.fakes import FakeAgent, evidence
+
+CATALOG = KnowledgeBaseRegistry([KnowledgeBase("kb1", default_agent="naive_rag_agent"), KnowledgeBase("kb2")])
+
+
+def make_manager(agents: dict[str, FakeAgent], timeout_s: float = 1.0, max_agents: int = 64) -> RagManager:
+    builders = {agent_type: (lambda kb, res, a=agent: a) for agent_type, agent in agents.items()}
+    pool = RAGAgentManager(CATALOG, builders, AgentResources(None, None), max_agents)  # type: ignore[arg-type]
+    return RagManager(pool, AnswerGenerator(None), RetrievalLimits(agent_timeout_s=timeout_s))
+
+
+def request(*specs: RagRunSpec, kb: str = "kb1") -> GenerationRequest:
+    return GenerationRequest(RequestContext("req", "user", "session-1"), "question?", kb, tuple(specs))
+
+
+def spec(agent_type: str, kb: str = "kb1") -> RagRunSpec:
+    return RagRunSpec(agent_type, f"{kb}:{agent_type}:retrieve_only")
+
+
+async def test_agents_run_concurrently_and_results_are_merged() -> None:
+    naive = FakeAgent("naive_rag_agent", [evidence("a", "alpha", 0.5), evidence("b", "beta", 0.9)], delay_s=0.2)
+    graph = FakeAgent("graph_agent", [evidence("a", "alpha", 0.8)], delay_s=0.2)
+    manager = make_manager({"naive_rag_agent": naive, "graph_agent": graph})
+    started = asyncio.get_running_loop().time()
+    runs, merged = await manager.retrieve(request(spec("naive_rag_agent"), spec("graph_agent")))
+    elapsed = asyncio.get_running_loop().time() - started
+    assert elapsed < 0.35  # two 0.2 s agents in parallel, not 0.4 s in series
+    assert {run.agent_type for run in runs} == {"naive_rag_agent", "graph_agent"}
+    assert [r.result_id for r in merged] == ["b", "a"]
+    assert merged[1].score == 0.8
+    assert naive.calls == [("question?", "session-1")]  # thread_id is the session id
+
+
+async def test_a_slow_agent_times_out_without_failing_the_others() -> None:
+    slow = FakeAgent("graph_agent", [evidence("s", "slow")], delay_s=5)
+    fast = FakeAgent("naive_rag_agent", [evidence("f", "fast")])
+    manager = make_manager({"graph_agent": slow, "naive_rag_agent": fast}, timeout_s=0.1)
+    runs, merged = await manager.retrieve(request(spec("graph_agent"), spec("naive_rag_agent")))
+    by_type = {run.agent_type: run for run in runs}
+    assert by_type["graph_agent"].error == "graph_agent timed out after 0.1s"
+    assert by_type["naive_rag_agent"].ok
+    assert [r.result_id for r in merged] == ["f"]
+    assert slow.cancelled == 1 and slow.finished == 0
+
+
+async def test_every_agent_failing_is_a_retrieval_error() -> None:
+    broken = FakeAgent("naive_rag_agent", fail=RuntimeError("index corrupt"))
+    manager = make_manager({"naive_rag_agent": broken})
+    with pytest.raises(RetrievalFailed, match="naive_rag_agent failed: RuntimeError"):
+        await manager.retrieve(request(spec("naive_rag_agent")))
+
+
+async def test_cancelling_the_request_cancels_running_agents() -> None:
+    slow = FakeAgent("naive_rag_agent", delay_s=10)
+    manager = make_manager({"naive_rag_agent": slow})
+    task = asyncio.create_task(manager.retrieve(request(spec("naive_rag_agent"))))
+    await asyncio.sleep(0.05)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert slow.cancelled == 1
+    assert slow.finished == 0
+    assert not [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+
+async def test_leaving_iteration_early_cancels_the_rest() -> None:
+    fast = FakeAgent("naive_rag_agent", [evidence("f", "fast")])
+    slow = FakeAgent("graph_agent", delay_s=10)
+    manager = make_manager({"naive_rag_agent": fast, "graph_agent": slow})
+    runs = manager.iter_runs(request(spec("naive_rag_agent"), spec("graph_agent")))
+    first = await anext(runs)
+    await runs.aclose()
+    assert first.agent_type == "naive_rag_agent"
+    assert slow.cancelled == 1
+
+
+@pytest.mark.parametrize(
+    ("worker_name", "error"),
+    [
+        ("nokb:naive_rag_agent:retrieve_only", UnknownKnowledgeBase),
+        ("kb1:chat_agent:retrieve_only", UnknownAgentType),
+        ("kb1:graph_agent:retrieve_only", AgentUnavailable),
+        ("kb1:naive_rag_agent:stream", InvalidWorkerName),
+        ("a:b:c:d", InvalidWorkerName),
+    ],
+)
+def test_plans_are_validated_before_anything_runs(worker_name: str, error: type[Exception]) -> None:
+    manager = make_manager({"naive_rag_agent": FakeAgent()})
+    with pytest.raises(error):
+        manager.resolve_plan([RagRunSpec("naive_rag_agent", worker_name)], "kb1")
+
+
+def test_worker_name_is_authoritative_over_agent_type_and_default_maps_to_the_default_kb() -> None:
+    catalog = KnowledgeBaseRegistry([KnowledgeBase("main", is_default=True)])
+    pool = RAGAgentManager(catalog, {"naive_rag_agent": lambda kb, res: FakeAgent()}, AgentResources(None, None))  # type: ignore[arg-type]
+    manager = RagManager(pool, AnswerGenerator(None), RetrievalLimits())
+    (resolved,) = manager.resolve_plan([RagRunSpec("graph_agent", "default:naive_rag_agent:retrieve_only")], "")
+    assert resolved == ParsedWorkerName("main", "naive_rag_agent", "retrieve_only")
+
+
+async def test_pool_reuses_one_agent_per_key_and_is_bounded() -> None:
+    built: list[str] = []
+
+    def build(kb: KnowledgeBase, resources: AgentResources) -> FakeAgent:
+        built.append(kb.kb_prefix)
+        return FakeAgent()
+
+    pool = RAGAgentManager(CATALOG, {"naive_rag_agent": build}, AgentResources(None, None), max_agents=1)  # type: ignore[arg-type]
+    first = await asyncio.gather(*(pool.get_agent(ParsedWorkerName("kb1", "naive_rag_agent")) for _ in range(20)))
+    assert len({id(agent) for agent in first}) == 1 and built == ["kb1"]
+    await pool.get_agent(ParsedWorkerName("kb2", "naive_rag_agent"))
+    assert len(pool) == 1  # kb1's agent was evicted
+    await pool.get_agent(ParsedWorkerName("kb1", "naive_rag_agent"))
+    assert built == ["kb1", "kb2", "kb1"]

@@ -1,0 +1,198 @@
+"""RouterGraph: heuristic routing, the override policy and the general path (SPEC §4)."""
+
+from collections.abc import Sequence
+
+import pytest
+
+from backend.domain.errors import UnknownAgentType, UnknownKnowledgeBase
+from backend.domain.knowledge_base import KnowledgeBase
+from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
+from backend.infrastructure.llm.types import ChatTurn, ModelDelta
+from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier, parse_routing_reply
+from backend.infrastructure.routing.router_graph import RouterGraph, RoutingPolicy
+
+KBS = [
+    KnowledgeBase(
+        "edu",
+        "University courses, enrolment and exams",
+        ("course", "exam", "enrolment", "tuition"),
+        default_agent="naive_rag_agent",
+    ),
+    KnowledgeBase("movie", "Films, actors and directors", ("film", "movie", "director", "actor")),
+]
+
+
+def router(policy: RoutingPolicy | None = None, classifier: LlmIntentClassifier | None = None) -> RouterGraph:
+    return RouterGraph(KnowledgeBaseRegistry(KBS), policy or RoutingPolicy(), classifier)
+
+
+class ScriptedModel:
+    """A ChatModel double for routing only (the real client path is tested with the HTTP server)."""
+
+    def __init__(self, reply: str = "", fail: Exception | None = None, delay_s: float = 0.0) -> None:
+        self.reply, self.fail, self.delay_s, self.calls = reply, fail, delay_s, 0
+
+    @property
+    def model_name(self) -> str:
+        return "scripted"
+
+    async def complete(self, messages: Sequence[ChatTurn]) -> str:
+        import asyncio
+
+        self.calls += 1
+        await asyncio.sleep(self.delay_s)
+        if self.fail:
+            raise self.fail
+        return self.reply
+
+    async def stream(self, messages: Sequence[ChatTurn]):  # type: ignore[no-untyped-def]
+        yield ModelDelta(content=self.reply)
+
+    async def aclose(self) -> None:
+        return None
+
+
+async def test_keyword_match_routes_to_the_kb_with_its_default_agent() -> None:
+    decision = await router().route(
+        message="When is the exam for this course?", session_id="s", requested_kb=None, agent_type=None
+    )
+    assert decision.kb_prefix == "edu"
+    assert decision.routed_kb_prefix == "edu"
+    assert decision.method == "heuristic"
+    assert decision.confidence >= 0.75
+    assert decision.worker_name == "edu:naive_rag_agent:retrieve_only"
+    assert "exam" in decision.reason
+
+
+async def test_requested_agent_type_is_used_and_default_is_hybrid() -> None:
+    chosen = await router().route(
+        message="which director made it", session_id="s", requested_kb="movie", agent_type="graph_agent"
+    )
+    assert chosen.worker_name == "movie:graph_agent:retrieve_only"
+    default = await router().route(
+        message="which director made it", session_id="s", requested_kb="movie", agent_type=None
+    )
+    assert default.worker_name == "movie:hybrid_agent:retrieve_only"
+
+
+async def test_no_match_and_no_request_is_general_chat() -> None:
+    decision = await router().route(
+        message="hello there, how are you?", session_id="s", requested_kb=None, agent_type=None
+    )
+    assert decision.kb_prefix == "general"
+    assert decision.worker_name == ""
+    assert decision.is_general
+
+
+async def test_explicit_general_request_is_general() -> None:
+    decision = await router().route(
+        message="exam course tuition", session_id="s", requested_kb="general", agent_type=None
+    )
+    assert decision.worker_name == ""
+
+
+async def test_auto_route_off_keeps_the_requested_kb_or_general() -> None:
+    off = RoutingPolicy(auto_route=False)
+    kept = await router(off).route(message="which film won", session_id="s", requested_kb="edu", agent_type=None)
+    assert kept.kb_prefix == "edu"
+    assert kept.routed_kb_prefix == "movie"  # detected, but the policy ignores it
+    general = await router(off).route(message="which film won", session_id="s", requested_kb=None, agent_type=None)
+    assert general.kb_prefix == "general"
+    assert general.worker_name == ""
+
+
+async def test_routed_kb_replaces_requested_only_with_override_and_enough_confidence() -> None:
+    message = "which film director won the movie award"
+    no_override = await router(RoutingPolicy(allow_override=False)).route(
+        message=message, session_id="s", requested_kb="edu", agent_type=None
+    )
+    assert no_override.kb_prefix == "edu"
+    override = await router(RoutingPolicy(allow_override=True, min_confidence=0.75)).route(
+        message=message, session_id="s", requested_kb="edu", agent_type=None
+    )
+    assert override.kb_prefix == "movie"
+    too_strict = await router(RoutingPolicy(allow_override=True, min_confidence=0.99)).route(
+        message=message, session_id="s", requested_kb="edu", agent_type=None
+    )
+    assert too_strict.kb_prefix == "edu"
+
+
+async def test_min_confidence_zero_is_legal_and_accepts_weak_matches() -> None:
+    # Only a description word matches: a weak heuristic guess.
+    message = "tell me about universities and their actors"
+    strict = await router(RoutingPolicy(min_confidence=0.75)).route(
+        message=message, session_id="s", requested_kb=None, agent_type=None
+    )
+    lenient = await router(RoutingPolicy(min_confidence=0.0)).route(
+        message=message, session_id="s", requested_kb=None, agent_type=None
+    )
+    assert strict.kb_prefix == "general"
+    assert lenient.kb_prefix in {"edu", "movie"}
+    assert lenient.confidence < 0.75
+
+
+async def test_unknown_requested_kb_and_agent_type_are_rejected() -> None:
+    with pytest.raises(UnknownKnowledgeBase):
+        await router().route(message="x", session_id="s", requested_kb="nope", agent_type=None)
+    with pytest.raises(UnknownAgentType):
+        await router().route(message="x", session_id="s", requested_kb="edu", agent_type="chat_agent")
+
+
+async def test_model_is_asked_only_when_the_heuristic_is_unsure() -> None:
+    model = ScriptedModel('{"kb_prefix": "movie", "confidence": 0.9, "reason": "asks about cinema"}')
+    graph = router(classifier=LlmIntentClassifier(model, KBS))
+    confident = await graph.route(message="exam course dates", session_id="s", requested_kb=None, agent_type=None)
+    assert confident.method == "heuristic" and model.calls == 0
+    unsure = await graph.route(
+        message="who played the lead in Casablanca?", session_id="s", requested_kb=None, agent_type=None
+    )
+    assert model.calls == 1
+    assert (unsure.method, unsure.kb_prefix, unsure.confidence) == ("llm", "movie", 0.9)
+    assert unsure.worker_name == "movie:hybrid_agent:retrieve_only"
+
+
+async def test_model_timeout_gives_method_timeout_with_zero_confidence() -> None:
+    model = ScriptedModel('{"kb_prefix": "movie", "confidence": 0.9}', delay_s=1.0)
+    graph = router(RoutingPolicy(llm_timeout_s=0.05), LlmIntentClassifier(model, KBS))
+    decision = await graph.route(
+        message="who played the lead in Casablanca?", session_id="s", requested_kb=None, agent_type=None
+    )
+    assert decision.method == "timeout"
+    assert decision.confidence == 0.0
+    assert decision.worker_name == ""
+
+
+async def test_model_error_falls_back_to_the_heuristic() -> None:
+    model = ScriptedModel(fail=RuntimeError("boom"))
+    graph = router(classifier=LlmIntentClassifier(model, KBS))
+    decision = await graph.route(
+        message="who played the lead in Casablanca?", session_id="s", requested_kb=None, agent_type=None
+    )
+    assert decision.method == "fallback"
+    assert "RuntimeError" in decision.reason
+
+
+async def test_model_is_not_asked_when_it_cannot_change_the_outcome() -> None:
+    model = ScriptedModel('{"kb_prefix": "movie", "confidence": 0.9}')
+    graph = router(RoutingPolicy(allow_override=False), LlmIntentClassifier(model, KBS))
+    await graph.route(message="who played the lead?", session_id="s", requested_kb="edu", agent_type=None)
+    assert model.calls == 0
+
+
+@pytest.mark.parametrize(
+    ("reply", "expected"),
+    [
+        ('{"kb_prefix": "edu", "confidence": 0.8, "reason": "r"}', ("edu", 0.8)),
+        ('```json\n{"kb_prefix": "GENERAL", "confidence": 2}\n```', ("", 1.0)),
+        ('Sure! {"kb_prefix": "movie", "confidence": -1, "reason": "x"} hope that helps', ("movie", 0.0)),
+    ],
+)
+def test_routing_reply_parsing_is_tolerant(reply: str, expected: tuple[str, float]) -> None:
+    guess = parse_routing_reply(reply, {"edu", "movie"})
+    assert (guess.kb_prefix, guess.confidence) == expected
+
+
+@pytest.mark.parametrize("reply", ["no json here", '{"kb_prefix": "sports", "confidence": 1}', "[1, 2]"])
+def test_unusable_routing_replies_raise(reply: str) -> None:
+    with pytest.raises(ValueError):
+        parse_routing_reply(reply, {"edu", "movie"})

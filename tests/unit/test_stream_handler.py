@@ -1,0 +1,246 @@
+"""The streaming use case: exact event order, history writes, errors and disconnects."""
+
+import asyncio
+from contextlib import aclosing
+
+import pytest
+
+from backend.application.chat.inputs import ChatInput
+from backend.domain.context import RequestContext
+from backend.domain.conversation import Role
+from backend.domain.errors import (
+    AgentUnavailable,
+    InvalidRequest,
+    InvalidWorkerName,
+    UnknownAgentType,
+    UnknownKnowledgeBase,
+)
+from backend.domain.events import (
+    CitationsEvent,
+    DoneEvent,
+    ErrorEvent,
+    ProgressEvent,
+    StreamEvent,
+    TokenEvent,
+)
+from tests.support.fakes import FakeAgent, FakeChatModel, evidence
+from tests.support.wiring import Wired, wire
+
+ORCHARD_FACTS = [evidence("chunk:1", "The orchard was founded in 1952 by Ada Fenwick.", 0.9, "History")]
+
+
+def context(request_id: str = "req-1", session: str = "s1", user: str = "alice") -> RequestContext:
+    return RequestContext(request_id, user, session)
+
+
+def question(message: str = "When was the orchard founded?", **kwargs: str) -> ChatInput:
+    return ChatInput(
+        session_id="s1",
+        message=message,
+        kb_prefix=kwargs.get("kb", "orchard"),
+        agent_type=kwargs.get("agent"),
+        worker_name=kwargs.get("worker"),
+    )
+
+
+def label(event: StreamEvent) -> str:
+    if isinstance(event, ProgressEvent):
+        return f"progress:{event.stage.value}:{event.completed}/{event.total}"
+    return event.kind.value
+
+
+async def collect(wired: Wired, chat_input: ChatInput, ctx: RequestContext | None = None) -> list[StreamEvent]:
+    turn = await wired.stream.prepare(ctx or context(), chat_input)
+    return [event async for event in wired.stream.events(turn)]
+
+
+async def stored(wired: Wired, user: str = "alice", session: str = "s1"):  # type: ignore[no-untyped-def]
+    conversation = await wired.store.find_conversation_id(user, session)
+    assert conversation is not None
+    return await wired.store.list_messages(conversation)
+
+
+async def test_golden_event_sequence_of_a_rag_answer() -> None:
+    wired = wire(FakeAgent(results=ORCHARD_FACTS), FakeChatModel(deltas=("Founded", " in", " 1952", " [1].")))
+    events = await collect(wired, question())
+    assert [label(e) for e in events] == [
+        "start",
+        "progress:routing:0/1",
+        "progress:routing:1/1",
+        "progress:retrieval:0/1",
+        "progress:retrieval:1/1",
+        "citations",
+        "progress:generation:0/1",
+        "token",
+        "token",
+        "token",
+        "token",
+        "progress:generation:1/1",
+        "done",
+    ]
+    citations = next(e for e in events if isinstance(e, CitationsEvent)).citations
+    assert [(c.id, c.title) for c in citations] == [("chunk:1", "History")]
+    assert [e.text for e in events if isinstance(e, TokenEvent)] == ["Founded", " in", " 1952", " [1]."]
+    messages = await stored(wired)
+    assert [(m.role, m.content, m.completed) for m in messages] == [
+        (Role.USER, "When was the orchard founded?", True),
+        (Role.ASSISTANT, "Founded in 1952 [1].", True),
+    ]
+    done = events[-1]
+    assert isinstance(done, DoneEvent) and done.message_id == messages[1].id
+    assert messages[1].citations == citations
+    assert messages[1].debug is not None and messages[1].debug["generation_mode"] == "llm"
+    assert messages[1].debug["route"]["worker_name"] == "orchard:naive_rag_agent:retrieve_only"
+
+
+async def test_general_chat_uses_the_same_protocol_with_an_empty_plan() -> None:
+    agent = FakeAgent(results=ORCHARD_FACTS)
+    wired = wire(agent, FakeChatModel(deltas=("Hi", "!")))
+    events = await collect(wired, question("hello, how are you?", kb="general"))
+    assert [label(e) for e in events] == [
+        "start",
+        "progress:routing:0/1",
+        "progress:routing:1/1",
+        "progress:generation:0/1",
+        "token",
+        "token",
+        "progress:generation:1/1",
+        "done",
+    ]
+    assert agent.calls == []
+
+
+async def test_history_reaches_the_model_and_excludes_the_current_message() -> None:
+    model = FakeChatModel(deltas=("ok",))
+    wired = wire(FakeAgent(results=ORCHARD_FACTS), model)
+    await collect(wired, question("first question about the orchard"), context("r1"))
+    await collect(wired, question("second question about the orchard"), context("r2"))
+    second_prompt = model.prompts[1]
+    contents = [turn.content for turn in second_prompt]
+    assert contents[1] == "first question about the orchard"
+    assert contents[2] == "ok"
+    assert contents[-1].endswith("Question: second question about the orchard")
+    assert sum("second question" in c for c in contents) == 1
+
+
+async def test_model_failure_mid_stream_ends_with_error_then_done_and_a_partial_answer() -> None:
+    wired = wire(FakeAgent(results=ORCHARD_FACTS), FakeChatModel(deltas=("a", "b", "c", "d"), fail_after=2))
+    events = await collect(wired, question())
+    assert [label(e) for e in events][-4:] == ["token", "token", "error", "done"]
+    error = next(e for e in events if isinstance(e, ErrorEvent))
+    assert "dropped" in error.message
+    messages = await stored(wired)
+    assert len(messages) == 2
+    assert (messages[1].content, messages[1].completed) == ("ab", False)
+    assert messages[1].debug is not None and "dropped" in messages[1].debug["error"]
+
+
+async def test_retrieval_failure_is_an_error_event_and_no_model_call() -> None:
+    model = FakeChatModel()
+    wired = wire(FakeAgent(fail=RuntimeError("store down")), model)
+    events = await collect(wired, question())
+    assert [label(e) for e in events][-2:] == ["error", "done"]
+    assert model.prompts == []
+    assert (await stored(wired))[1].completed is False
+
+
+@pytest.mark.parametrize("stop_after", [1, 3, 8])
+async def test_client_closing_the_stream_stores_the_partial_answer_exactly_once(stop_after: int) -> None:
+    model = FakeChatModel(deltas=tuple(f"t{i} " for i in range(20)), delay_s=0.001)
+    wired = wire(FakeAgent(results=ORCHARD_FACTS), model)
+    turn = await wired.stream.prepare(context(), question())
+    seen: list[StreamEvent] = []
+    async with aclosing(wired.stream.events(turn)) as events:
+        async for event in events:
+            seen.append(event)
+            if len(seen) == stop_after:
+                break
+    await wired.stream.drain()
+    messages = await stored(wired)
+    assert [m.role for m in messages] == [Role.USER, Role.ASSISTANT]
+    tokens = "".join(e.text for e in seen if isinstance(e, TokenEvent))
+    assert messages[1].content == tokens
+    assert messages[1].completed is False
+    assert model.closed_streams == (
+        1 if any(isinstance(e, TokenEvent) or label(e) == "progress:generation:0/1" for e in seen) else 0
+    )
+
+
+async def test_cancelling_the_consumer_task_stores_the_partial_answer_and_leaves_no_task() -> None:
+    model = FakeChatModel(deltas=tuple(f"t{i} " for i in range(50)), delay_s=0.01)
+    wired = wire(FakeAgent(results=ORCHARD_FACTS), model)
+    turn = await wired.stream.prepare(context(), question())
+    tokens: list[str] = []
+    three_tokens = asyncio.Event()
+
+    async def consume() -> None:
+        async for event in wired.stream.events(turn):
+            if isinstance(event, TokenEvent):
+                tokens.append(event.text)
+                if len(tokens) == 3:
+                    three_tokens.set()
+
+    task = asyncio.create_task(consume())
+    await three_tokens.wait()
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    await wired.stream.drain()
+    messages = await stored(wired)
+    assert len(messages) == 2
+    assert messages[1].content.startswith("".join(tokens[:3]))
+    assert messages[1].completed is False
+    assert not [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+
+async def test_user_message_is_stored_before_routing_and_bad_input_stores_nothing() -> None:
+    wired = wire(FakeAgent(results=ORCHARD_FACTS), FakeChatModel())
+    turn = await wired.stream.prepare(context(), question())
+    # Stored already, before a single event was produced.
+    assert [m.content for m in await stored(wired)] == ["When was the orchard founded?"]
+    await wired.stream.drain()
+    del turn
+    bad_inputs = [
+        (question(kb="nope"), UnknownKnowledgeBase),
+        (question(agent="chat_agent"), UnknownAgentType),
+        (question(agent="graph_agent"), AgentUnavailable),
+        (question(worker="orchard:naive_rag_agent:chat"), InvalidWorkerName),
+        (question(worker="a:b:c:d"), InvalidWorkerName),
+        (question("   "), InvalidRequest),
+        (question("x" * 2001), InvalidRequest),
+        (ChatInput(session_id="bad session id!", message="hi"), InvalidRequest),
+    ]
+    for chat_input, error in bad_inputs:
+        with pytest.raises(error):
+            await wired.stream.prepare(context(session="s2"), chat_input)
+    assert await wired.store.find_conversation_id("alice", "s2") is None
+    assert await wired.store.find_conversation_id("alice", "bad session id!") is None
+
+
+async def test_extractive_mode_without_a_model_streams_a_cited_extractive_answer() -> None:
+    wired = wire(FakeAgent(results=ORCHARD_FACTS), model=None)
+    events = await collect(wired, question())
+    text = "".join(e.text for e in events if isinstance(e, TokenEvent))
+    assert text.startswith("Extractive answer")
+    assert "founded in 1952 by Ada Fenwick. [1]" in text
+    assert (await stored(wired))[1].debug["generation_mode"] == "extractive"  # type: ignore[index]
+
+
+async def test_non_streaming_chat_returns_answer_citations_and_route() -> None:
+    wired = wire(FakeAgent(results=ORCHARD_FACTS), FakeChatModel(deltas=("Founded in 1952 [1].",)))
+    result = await wired.chat.handle(context(), question())
+    assert result.answer == "Founded in 1952 [1]."
+    assert [c.id for c in result.citations] == ["chunk:1"]
+    assert result.route.worker_name == "orchard:naive_rag_agent:retrieve_only"
+    messages = await stored(wired)
+    assert [m.id for m in messages] == [result.user_message_id, result.message_id]
+
+
+async def test_non_streaming_model_failure_stores_a_partial_reply_and_raises() -> None:
+    from backend.domain.errors import ModelError
+
+    wired = wire(FakeAgent(results=ORCHARD_FACTS), FakeChatModel(fail_after=0))
+    with pytest.raises(ModelError):
+        await wired.chat.handle(context(), question())
+    messages = await stored(wired)
+    assert [(m.role, m.completed) for m in messages] == [(Role.USER, True), (Role.ASSISTANT, False)]
