@@ -35,6 +35,7 @@ from backend.infrastructure.llm.types import ChatModel
 from backend.infrastructure.persistence.memory.conversation_store import InMemoryConversationStore
 from backend.infrastructure.persistence.postgres.conversation_store import PostgresConversationStore
 from backend.infrastructure.persistence.sqlite.conversation_store import SqliteConversationStore
+from backend.infrastructure.rag.kb_handlers import KnowledgeBaseHandlerFactory
 from backend.infrastructure.rag.rag_manager import RagManager, RetrievalLimits
 from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier
 from backend.infrastructure.routing.router_graph import RouterGraph, RoutingPolicy
@@ -127,7 +128,8 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
             catalog, AGENT_BUILDERS, AgentResources(knowledge, embedder, settings.rag_top_k), settings.agent_pool_max
         )
         limits = RetrievalLimits(settings.rag_agent_timeout_s, settings.rag_context_token_budget, settings.rag_top_k)
-        rag = RagManager(pool, generator, limits)
+        handlers = KnowledgeBaseHandlerFactory.from_knowledge_bases(catalog.list())
+        rag = RagManager(pool, generator, limits, handlers)
         policy = RoutingPolicy(
             auto_route=settings.kb_auto_route,
             allow_override=settings.kb_auto_route_override,
@@ -142,7 +144,7 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
             pool.available_agent_types,
             TurnLimits(settings.max_message_chars, settings.history_max_messages),
         )
-        stream = StreamHandler(turns, router, ChatStreamExecutor(rag, generator))
+        stream = StreamHandler(turns, router, ChatStreamExecutor(rag, generator, handlers))
         stack.push_async_callback(stream.drain)  # runs before the stores close (LIFO)
 
         yield ServiceContainer(

@@ -24,3 +24,4 @@ class KnowledgeBase:
     default_agent: str = DEFAULT_AGENT_TYPE
     is_default: bool = False
     sources: tuple[str, ...] = field(default=())
+    handler: str = ""  # "package.module:factory" of a KB-specific handler; "" = the generic RAG path

@@ -303,3 +303,21 @@ async def test_a_chunked_body_over_the_limit_is_413(data_dir: Path) -> None:
             assert (await history(http, "s1")).status_code == 404
     assert response.status_code == 413
     assert response.json()["error"]["code"] == "payload_too_large"
+
+
+async def test_debug_requests_add_execution_logs_and_store_them(
+    client: httpx.AsyncClient, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.script(Reply(tokens=["ok"]))
+    session = new_session()
+    body = {"session_id": session, "message": FOUNDED, "debug": True}
+    capture = await read_stream(client, "/api/v1/chat/stream", body)
+    logs = [event["content"] for event in capture.of("execution_log")]
+    assert [log["node"] for log in logs] == ["route", "retrieval:naive_rag_agent"]
+    assert logs[0]["output"]["worker_name"] == "orchard:naive_rag_agent:retrieve_only"
+    assert logs[1]["output"]["results"] and logs[1]["duration_ms"] > 0
+    messages = await wait_for_messages(client, session, 2)
+    stored_nodes = [entry["node"] for entry in messages[1]["debug"]["execution_log"]]
+    assert stored_nodes == ["route", "retrieval:naive_rag_agent"]
+    plain = await read_stream(client, "/api/v1/chat/stream", {"session_id": session, "message": FOUNDED})
+    assert "execution_log" not in plain.statuses

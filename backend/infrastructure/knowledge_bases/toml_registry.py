@@ -62,4 +62,5 @@ def _parse_entry(entry: Mapping[str, Any], base_dir: Path) -> KnowledgeBase:
         default_agent=default_agent,
         is_default=bool(entry.get("default", False)),
         sources=sources,
+        handler=str(entry.get("handler", "")),
     )

@@ -15,6 +15,7 @@ from backend.domain.worker_name import ParsedWorkerName, parse_worker_name
 from backend.infrastructure.agents.rag_factory.manager import RAGAgentManager
 from backend.infrastructure.llm.answering import AnswerGenerator
 from backend.infrastructure.rag.aggregation import aggregate, to_citations
+from backend.infrastructure.rag.kb_handlers import KnowledgeBaseHandlerFactory
 
 logger = logging.getLogger(__name__)
 
@@ -29,10 +30,17 @@ class RetrievalLimits:
 class RagManager:
     """Implements `RAGExecutorPort` (non-streaming); the stream executor reuses its retrieval."""
 
-    def __init__(self, pool: RAGAgentManager, generator: AnswerGenerator, limits: RetrievalLimits) -> None:
+    def __init__(
+        self,
+        pool: RAGAgentManager,
+        generator: AnswerGenerator,
+        limits: RetrievalLimits,
+        handlers: KnowledgeBaseHandlerFactory | None = None,
+    ) -> None:
         self._pool = pool
         self._generator = generator
         self._limits = limits
+        self._handlers = handlers or KnowledgeBaseHandlerFactory()
 
     def resolve_plan(self, plan: Sequence[RagRunSpec], kb_prefix: str) -> list[ParsedWorkerName]:
         """Validate every spec up front (unknown KB or agent → a 4xx-type error, nothing runs)."""
@@ -100,6 +108,9 @@ class RagManager:
         return runs, self.aggregate(runs)
 
     async def run(self, request: GenerationRequest) -> GeneratedAnswer:
+        handler = self._handlers.get(request.kb_prefix)
+        if handler is not None:
+            return await handler.run(request)
         runs, evidence = await self.retrieve(request)
         text = await self._generator.complete(request, evidence)
         return GeneratedAnswer(text, self._generator.mode, to_citations(evidence), tuple(runs))

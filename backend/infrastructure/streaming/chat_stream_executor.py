@@ -24,21 +24,30 @@ from backend.domain.generation import GenerationMode
 from backend.domain.retrieval import AgentRun, RetrievalResult
 from backend.infrastructure.llm.answering import AnswerGenerator
 from backend.infrastructure.rag.aggregation import to_citations
+from backend.infrastructure.rag.kb_handlers import KnowledgeBaseHandlerFactory
 from backend.infrastructure.rag.rag_manager import RagManager
 
 
 class ChatStreamExecutor:
     """Implements `ChatStreamExecutorPort`. An empty plan is general chat: no retrieval, no citations."""
 
-    def __init__(self, rag: RagManager, generator: AnswerGenerator) -> None:
+    def __init__(
+        self, rag: RagManager, generator: AnswerGenerator, handlers: KnowledgeBaseHandlerFactory | None = None
+    ) -> None:
         self._rag = rag
         self._generator = generator
+        self._handlers = handlers or KnowledgeBaseHandlerFactory()
 
     @property
     def mode(self) -> GenerationMode:
         return self._generator.mode
 
-    async def stream(self, request: GenerationRequest) -> AsyncGenerator[StreamEvent, None]:
+    def stream(self, request: GenerationRequest) -> AsyncGenerator[StreamEvent, None]:
+        # Returned, not wrapped: an extra generator layer would cost every token a hop.
+        handler = self._handlers.get(request.kb_prefix) if request.plan else None
+        return handler.stream(request) if handler else self._generic(request)
+
+    async def _generic(self, request: GenerationRequest) -> AsyncGenerator[StreamEvent, None]:
         evidence: list[RetrievalResult] = []
         if request.plan:
             runs: list[AgentRun] = []

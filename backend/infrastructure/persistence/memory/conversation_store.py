@@ -9,7 +9,7 @@ from datetime import UTC, datetime
 
 from backend.domain.conversation import FeedbackRecord, NewMessage, StoredMessage
 from backend.domain.errors import NotFound, StoreUnavailable
-from backend.infrastructure.persistence import check_limit, parse_id, plain_json
+from backend.infrastructure.persistence.common import page_request, parse_id, plain_json
 
 
 @dataclass(slots=True)
@@ -79,9 +79,8 @@ class InMemoryConversationStore:
     async def list_messages(
         self, conversation_id: str, limit: int | None = None, before: str | None = None
     ) -> list[StoredMessage]:
-        key = str(parse_id(conversation_id, "conversation"))
-        check_limit(limit)
-        cursor = None if before is None else str(parse_id(before, "message"))
+        page = page_request(conversation_id, limit, before)
+        key, cursor = str(page.conversation), None if page.before is None else str(page.before)
         async with self._lock:
             self._check_open()
             conversation = self._conversations.get(key)

@@ -21,11 +21,11 @@ import asyncpg
 
 from backend.domain.conversation import FeedbackRecord, NewMessage, Role, StoredMessage
 from backend.domain.errors import NotFound, StoreUnavailable
-from backend.infrastructure.persistence import (
-    check_limit,
+from backend.infrastructure.persistence.common import (
     citations_from_json,
     citations_to_json,
     dump_json,
+    page_request,
     parse_id,
 )
 
@@ -198,9 +198,8 @@ class PostgresConversationStore:
     async def list_messages(
         self, conversation_id: str, limit: int | None = None, before: str | None = None
     ) -> list[StoredMessage]:
-        key = parse_id(conversation_id, "conversation")
-        check_limit(limit)
-        cursor = None if before is None else parse_id(before, "message")
+        page = page_request(conversation_id, limit, before)
+        key, cursor = page.conversation, page.before
         async with self._connection() as conn:
             before_seq = None
             if cursor is not None:

@@ -22,11 +22,11 @@ import aiosqlite
 
 from backend.domain.conversation import FeedbackRecord, NewMessage, Role, StoredMessage
 from backend.domain.errors import NotFound, StoreUnavailable
-from backend.infrastructure.persistence import (
-    check_limit,
+from backend.infrastructure.persistence.common import (
     citations_from_json,
     citations_to_json,
     dump_json,
+    page_request,
     parse_id,
 )
 
@@ -175,9 +175,8 @@ class SqliteConversationStore:
     async def list_messages(
         self, conversation_id: str, limit: int | None = None, before: str | None = None
     ) -> list[StoredMessage]:
-        key = str(parse_id(conversation_id, "conversation"))
-        check_limit(limit)
-        cursor = None if before is None else str(parse_id(before, "message"))
+        page = page_request(conversation_id, limit, before)
+        key, cursor = str(page.conversation), None if page.before is None else str(page.before)
         async with self._session():
             before_seq = _NO_CURSOR if cursor is None else await self._seq_of(key, cursor)
             rows = await self._db.execute_fetchall(

