@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 
 from fastapi import APIRouter, Response
-from sse_starlette import EventSourceResponse, ServerSentEvent
+from sse_starlette import ServerSentEvent
 
 from backend.application.chat.turns import PreparedTurn
 from backend.application.services import ServiceContainer
@@ -15,6 +15,7 @@ from backend.server.deps import ConfigDep, PrincipalDep, RequestIdDep, ServicesD
 from backend.server.models.requests import ChatRequest
 from backend.server.models.responses import ChatResponse
 from backend.server.models.stream_events import PING_FRAME_COMMENT, StreamEventNormalizer
+from backend.server.sse import EventStreamResponse
 
 router = APIRouter(prefix="/api/v1", tags=["chat"])
 
@@ -49,16 +50,16 @@ async def _frames(services: ServiceContainer, turn: PreparedTurn) -> AsyncIterat
 
 @router.post(
     "/chat/stream",
-    response_class=EventSourceResponse,
+    response_class=EventStreamResponse,
     responses={200: {"content": {"text/event-stream": {}}, "description": "SSE stream of chat events"}},
 )
 async def chat_stream(
     body: ChatRequest, services: ServicesDep, config: ConfigDep, principal: PrincipalDep, request_id: RequestIdDep
-) -> EventSourceResponse:
+) -> EventStreamResponse:
     context = _context(body, principal, request_id)
     # Validation and the user message happen before the stream opens: bad input is a plain 4xx.
     turn = await services.stream.prepare(context, body.to_input())
-    return EventSourceResponse(
+    return EventStreamResponse(
         _frames(services, turn),
         sep="\n",
         ping=config.sse_heartbeat_s,
