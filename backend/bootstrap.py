@@ -152,7 +152,6 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
             stream=stream,
             history=HistoryService(store),
             feedback=FeedbackService(store),
-            ingestion=_ingestion(settings, catalog, knowledge, embedder),
             catalog=catalog,
             agent_types=pool.available_agent_types,
             probes=(NamedProbe("conversation_store", store.ping), NamedProbe("knowledge_store", knowledge.ping)),

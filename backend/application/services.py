@@ -9,7 +9,6 @@ from backend.application.chat.chat_handler import ChatHandler
 from backend.application.chat.history import HistoryService
 from backend.application.chat.stream_handler import StreamHandler
 from backend.application.feedback import FeedbackService
-from backend.application.ingestion.ingest_service import IngestionService
 from backend.application.ports.health import HealthProbe
 from backend.application.ports.knowledge_bases import KnowledgeBaseCatalog
 
@@ -20,7 +19,6 @@ class ServiceContainer:
     stream: StreamHandler
     history: HistoryService
     feedback: FeedbackService
-    ingestion: IngestionService
     catalog: KnowledgeBaseCatalog
     agent_types: Collection[str]
     probes: Sequence[HealthProbe]

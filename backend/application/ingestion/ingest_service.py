@@ -13,7 +13,7 @@ from backend.application.ports.ingestion import (
     SourceDocument,
 )
 from backend.application.ports.knowledge_bases import KnowledgeBaseCatalog
-from backend.domain.errors import InvalidRequest, UnknownKnowledgeBase
+from backend.domain.errors import UnknownKnowledgeBase
 
 
 class IngestionService:
@@ -23,16 +23,8 @@ class IngestionService:
         self._indexer = indexer
 
     def load_files(self, paths: Sequence[Path]) -> list[SourceDocument]:
-        """Every supported file under `paths` (directories are walked in sorted order)."""
-        files: list[Path] = []
-        for path in paths:
-            if path.is_dir():
-                files.extend(sorted(p for p in path.rglob("*") if p.is_file() and self._loader.supports(p)))
-            elif path.is_file() and self._loader.supports(path):
-                files.append(path)
-            elif not path.exists():
-                raise InvalidRequest(f"no such file or directory: {path}")
-        return [document for file in files for document in self._loader.load(file)]
+        """Every document in the supported files under `paths`."""
+        return [document for file in self._loader.files(paths) for document in self._loader.load(file)]
 
     async def ingest(
         self, kb_prefix: str, documents: Sequence[SourceDocument], progress: ProgressCallback | None = None

@@ -32,6 +32,10 @@ ProgressCallback = Callable[[int, int, str], None]
 class DocumentLoader(Protocol):
     def supports(self, path: Path) -> bool: ...
 
+    def files(self, paths: Sequence[Path]) -> list[Path]:
+        """The supported files among `paths`, directories walked, in a deterministic order."""
+        ...
+
     def load(self, path: Path) -> list[SourceDocument]: ...
 
 

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from pathlib import Path
 
 from backend.application.ports.ingestion import SourceDocument
@@ -24,6 +24,9 @@ class FileDocumentLoader:
 
     def supports(self, path: Path) -> bool:
         return path.suffix.lower() in SUPPORTED_SUFFIXES
+
+    def files(self, paths: Sequence[Path]) -> list[Path]:
+        return expand_paths(paths, self)
 
     def load(self, path: Path) -> list[SourceDocument]:
         if not self.supports(path):

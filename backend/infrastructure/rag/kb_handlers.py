@@ -42,9 +42,6 @@ class KnowledgeBaseHandlerFactory:
     def get(self, kb_prefix: str) -> KnowledgeBaseHandler | None:
         return self._handlers.get(kb_prefix)
 
-    def __contains__(self, kb_prefix: str) -> bool:
-        return kb_prefix in self._handlers
-
 
 def _load_factory(path: str) -> HandlerFactory:
     module_name, _, attribute = path.partition(":")
