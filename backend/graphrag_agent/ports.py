@@ -9,6 +9,8 @@ from typing import Any, Protocol, TypedDict
 import numpy as np
 import numpy.typing as npt
 
+from backend.domain.graph import CommunityRecord, EntityRecord, RelationRecord
+
 Vector = npt.NDArray[np.float32]
 
 
@@ -30,6 +32,71 @@ class ChunkIndex(Protocol):
     async def search_chunks_fulltext(self, kb: str, query: str, limit: int) -> list[ChunkHit]: ...
 
     async def search_chunks_vector(self, kb: str, embedding: Vector, limit: int) -> list[ChunkHit]: ...
+
+
+@dataclass(frozen=True, slots=True)
+class EntityHit:
+    entity: EntityRecord
+    score: float  # the search's own score (BM25 or cosine)
+
+
+@dataclass(frozen=True, slots=True)
+class CommunityHit:
+    community: CommunityRecord
+    score: float  # cosine similarity of the community summary to the query
+
+
+class GraphReader(ChunkIndex, Protocol):
+    """Read access to one store's knowledge graph, for the agents. Every method is scoped to one KB."""
+
+    async def search_entities_fulltext(self, kb: str, query: str, limit: int) -> list[EntityHit]:
+        """Entities whose names match the query's terms (never formatted into query text)."""
+        ...
+
+    async def search_entities_vector(self, kb: str, embedding: Vector, limit: int) -> list[EntityHit]: ...
+
+    async def get_entities(self, kb: str, entity_ids: Sequence[str]) -> list[EntityRecord]:
+        """The entities that exist, in the order of `entity_ids`."""
+        ...
+
+    async def relations_of(self, kb: str, entity_ids: Sequence[str], limit: int) -> list[RelationRecord]:
+        """Relations touching any of the entities, strongest (highest weight) first, ties by ids."""
+        ...
+
+    async def chunks_mentioning(self, kb: str, entity_ids: Sequence[str], limit: int) -> list[ChunkHit]:
+        """Chunks that mention any of the entities; `score` = how many of them the chunk mentions.
+
+        Ordered by score, then document title and ordinal.
+        """
+        ...
+
+    async def get_chunks(self, kb: str, chunk_ids: Sequence[str]) -> list[ChunkHit]:
+        """The chunks that exist, in the order of `chunk_ids`, with score 0."""
+        ...
+
+    async def entities_in_chunks(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
+        """chunk id → the ids of the entities it mentions (sorted)."""
+        ...
+
+    async def chunks_of_entities(
+        self, kb: str, entity_ids: Sequence[str], per_entity_limit: int
+    ) -> dict[str, list[str]]:
+        """entity id → the ids of up to `per_entity_limit` chunks that mention it (by title, ordinal)."""
+        ...
+
+    async def communities_of(self, kb: str, entity_ids: Sequence[str]) -> list[CommunityRecord]:
+        """The communities (every level) that contain any of the entities, by level then rank (desc)."""
+        ...
+
+    async def search_communities(
+        self, kb: str, embedding: Vector, level: int | None, limit: int
+    ) -> list[CommunityHit]:
+        """Communities ranked by the cosine of their summary embedding to `embedding`."""
+        ...
+
+    async def list_communities(self, kb: str, level: int | None = None) -> list[CommunityRecord]:
+        """By level, then rank (desc), then id."""
+        ...
 
 
 class TextEmbedder(Protocol):

@@ -1,0 +1,96 @@
+"""The GraphStore port: the knowledge graph's write side plus the agents' read side (SPEC §8).
+
+Two adapters implement it — Neo4j and the embedded SQLite store — and both pass one contract suite
+(`tests/contract/test_graph_store.py`). Merge rules are shared (`merge.py`) so that the two stores
+return identical values for the same writes.
+
+Rules every adapter follows:
+- Every record carries its KB; every query filters by KB through a parameter. Ids are unique per KB
+  (entity, chunk and community ids are derived from the KB), and the same document can live in two
+  KBs without either seeing the other.
+- `upsert_document` writes one document's whole contribution in one transaction: a reader sees all
+  of it or none of it. Entities are merged by id across documents; relations by their unordered
+  pair of entity ids.
+- `delete_document` removes the document, its chunks and their mentions; entities and relations
+  left without any mention are removed with their community memberships; the merged description,
+  type and weight of what remains are recomputed from the remaining mentions.
+- User text is never formatted into query text (SQL or Cypher): values are always parameters.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from backend.domain.graph import CommunityRecord, DocumentGraph, DocumentRecord, EntityGraph
+from backend.domain.knowledge_base import KnowledgeBase
+from backend.graphrag_agent.ports import GraphReader, Vector
+
+
+@dataclass(frozen=True, slots=True)
+class GraphCounts:
+    documents: int = 0
+    chunks: int = 0
+    entities: int = 0
+    relations: int = 0
+    communities: int = 0
+
+
+class GraphStore(GraphReader, Protocol):
+    async def ping(self) -> None:
+        """Raise `StoreUnavailable` unless the store answers."""
+        ...
+
+    async def close(self) -> None: ...
+
+    # -- knowledge bases created at run time (the registry file holds the others) --------------
+
+    async def save_knowledge_base(self, kb: KnowledgeBase) -> None:
+        """Create or update a KB's registry entry."""
+        ...
+
+    async def list_knowledge_bases(self) -> list[KnowledgeBase]: ...
+
+    # -- documents ------------------------------------------------------------------------------
+
+    async def get_document(self, kb: str, doc_id: str) -> DocumentRecord | None: ...
+
+    async def list_documents(self, kb: str) -> list[DocumentRecord]:
+        """Ordered by title, then doc_id."""
+        ...
+
+    async def find_documents_by_source(self, kb: str, source: str) -> list[DocumentRecord]: ...
+
+    async def existing_entity_ids(self, kb: str, entity_ids: Sequence[str]) -> set[str]: ...
+
+    async def upsert_document(
+        self,
+        kb: str,
+        graph: DocumentGraph,
+        chunk_vectors: Sequence[Vector],
+        entity_vectors: Mapping[str, Vector],
+    ) -> None:
+        """Write a document atomically. `chunk_vectors[i]` belongs to `graph.chunks[i]`;
+        `entity_vectors` holds vectors for entities new to the KB (existing ones keep theirs).
+        Writing a document whose id already exists in the KB replaces it."""
+        ...
+
+    async def delete_document(self, kb: str, doc_id: str) -> bool:
+        """Remove a document and everything only it supported; False if it did not exist."""
+        ...
+
+    # -- communities ------------------------------------------------------------------------------
+
+    async def entity_graph(self, kb: str) -> EntityGraph:
+        """All entity ids (sorted) and relations as (source, target, weight), source < target."""
+        ...
+
+    async def replace_communities(
+        self, kb: str, communities: Sequence[CommunityRecord], vectors: Mapping[str, Vector]
+    ) -> None:
+        """Atomically make `communities` the KB's whole community set (memberships and PARENT links
+        included). `vectors` holds a summary embedding per community id."""
+        ...
+
+    async def counts(self, kb: str) -> GraphCounts: ...
