@@ -1,7 +1,7 @@
 """The composition root: the one place that turns settings into adapters and hands them to use cases.
 
-Everything that holds a connection (the asyncpg pool, SQLite files, HTTP clients) is opened here,
-inside the FastAPI lifespan or a CLI command, and closed in reverse order when it ends.
+Everything that holds a connection (the asyncpg pool, SQLite files, the Neo4j driver, HTTP clients)
+is opened here, inside the FastAPI lifespan or a CLI command, and closed in reverse order when it ends.
 """
 
 from __future__ import annotations
@@ -9,27 +9,50 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
+from dataclasses import dataclass
 
 from backend.application.chat.chat_handler import ChatHandler
 from backend.application.chat.history import HistoryService
 from backend.application.chat.stream_handler import StreamHandler
 from backend.application.chat.turns import TurnLimits, TurnService
 from backend.application.feedback import FeedbackService
-from backend.application.ingestion.ingest_service import IngestionService
+from backend.application.knowledge.knowledge_service import KnowledgeService
+from backend.application.knowledge.retrieval_service import RetrievalService
 from backend.application.ports.conversation_store import ConversationStore
 from backend.application.services import ServiceContainer
+from backend.graphrag_agent.community_summaries import CommunitySummarizer
+from backend.graphrag_agent.extraction.base import Extractor
+from backend.graphrag_agent.extraction.offline import OfflineExtractor
 from backend.graphrag_agent.ports import TextEmbedder
 from backend.infrastructure.agents.rag_factory.builders import AGENT_BUILDERS, AgentResources
 from backend.infrastructure.agents.rag_factory.manager import RAGAgentManager
-from backend.infrastructure.config.settings import EmbeddingProvider, Settings, StoreKind
+from backend.infrastructure.config.settings import (
+    EmbeddingProvider,
+    ExtractorKind,
+    GraphStoreKind,
+    Settings,
+    StoreKind,
+)
 from backend.infrastructure.embeddings.minilm import MiniLMEmbedder
 from backend.infrastructure.embeddings.openai_compatible import OpenAICompatibleEmbedder
+from backend.infrastructure.extraction.cache import ExtractionCache
+from backend.infrastructure.extraction.community_reports import (
+    ExtractiveCommunitySummarizer,
+    LlmCommunitySummarizer,
+)
+from backend.infrastructure.extraction.llm_extractor import LlmExtractor
+from backend.infrastructure.graph_store.embedded import EmbeddedGraphStore
+from backend.infrastructure.graph_store.neo4j import Neo4jGraphStore
+from backend.infrastructure.graph_store.port import GraphStore
 from backend.infrastructure.health import NamedProbe
-from backend.infrastructure.knowledge.embedded_store import EmbeddedKnowledgeStore
-from backend.infrastructure.knowledge.indexer import EmbeddedKnowledgeIndexer
+from backend.infrastructure.knowledge.communities import CommunityMaintainer, CommunityOptions, DeferredRefresher
+from backend.infrastructure.knowledge.graph_indexer import ChunkingOptions, CommunityRefresher, GraphIndexer
 from backend.infrastructure.knowledge.loaders import FileDocumentLoader
+from backend.infrastructure.knowledge.locks import KbLocks
+from backend.infrastructure.knowledge_bases.catalog import KnowledgeBaseCatalog
 from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
 from backend.infrastructure.llm.answering import AnswerGenerator, GeneralChat
+from backend.infrastructure.llm.completion_adapter import CoreCompletionModel
 from backend.infrastructure.llm.openai_compatible import OpenAICompatibleChatModel
 from backend.infrastructure.llm.types import ChatModel
 from backend.infrastructure.persistence.memory.conversation_store import InMemoryConversationStore
@@ -43,8 +66,9 @@ from backend.infrastructure.streaming.chat_stream_executor import ChatStreamExec
 
 logger = logging.getLogger(__name__)
 
-KNOWLEDGE_DB = "knowledge.db"
+GRAPH_DB = "graph.db"
 HISTORY_DB = "chat_history.db"
+LLM_CACHE_DB = "llm_cache.db"
 
 
 async def _open_conversation_store(settings: Settings, stack: AsyncExitStack) -> ConversationStore:
@@ -82,10 +106,10 @@ def _build_embedder(settings: Settings) -> TextEmbedder:
     return MiniLMEmbedder.load(settings.embedding_model_dir)
 
 
-def _build_chat_model(settings: Settings) -> ChatModel | None:
+def _build_chat_model(settings: Settings, stack: AsyncExitStack) -> ChatModel | None:
     if not (settings.llm_base_url and settings.llm_model):
         return None
-    return OpenAICompatibleChatModel(
+    model = OpenAICompatibleChatModel(
         base_url=settings.llm_base_url,
         api_key=settings.llm_api_key.get_secret_value(),
         model=settings.llm_model,
@@ -95,40 +119,108 @@ def _build_chat_model(settings: Settings) -> ChatModel | None:
         max_retries=settings.llm_max_retries,
         max_tokens=settings.llm_max_tokens,
     )
+    stack.push_async_callback(model.aclose)
+    return model
 
 
-async def _open_knowledge(settings: Settings, stack: AsyncExitStack) -> EmbeddedKnowledgeStore:
-    knowledge = await EmbeddedKnowledgeStore.open(settings.data_dir / KNOWLEDGE_DB)
-    stack.push_async_callback(knowledge.close)
-    return knowledge
+async def _open_graph_store(settings: Settings, embedder: TextEmbedder, stack: AsyncExitStack) -> GraphStore:
+    store: GraphStore
+    kind = settings.graph_store
+    if kind is GraphStoreKind.NEO4J or (kind is GraphStoreKind.AUTO and settings.neo4j_uri):
+        if not settings.neo4j_uri:
+            raise ValueError("GRAPH_STORE=neo4j needs NEO4J_URI")
+        store = await Neo4jGraphStore.open(
+            settings.neo4j_uri,
+            settings.neo4j_user,
+            settings.neo4j_password.get_secret_value(),
+            database=settings.neo4j_database,
+            embedding_dimension=embedder.dimension,
+        )
+        logger.info("knowledge graph: Neo4j")
+    else:
+        store = await EmbeddedGraphStore.open(settings.data_dir / GRAPH_DB)
+        logger.info("knowledge graph: embedded SQLite file %s", settings.data_dir / GRAPH_DB)
+    stack.push_async_callback(store.close)
+    return store
 
 
-def _ingestion(
-    settings: Settings, catalog: KnowledgeBaseRegistry, knowledge: EmbeddedKnowledgeStore, embedder: TextEmbedder
-) -> IngestionService:
-    indexer = EmbeddedKnowledgeIndexer(
-        knowledge, embedder, chunk_tokens=settings.chunk_tokens, overlap_tokens=settings.chunk_overlap_tokens
+def _uses_model_for_indexing(settings: Settings, model: ChatModel | None) -> bool:
+    if settings.extractor is ExtractorKind.LLM and model is None:
+        raise ValueError("EXTRACTOR=llm needs a chat model (LLM_BASE_URL and LLM_MODEL)")
+    return settings.extractor is ExtractorKind.LLM or (settings.extractor is ExtractorKind.AUTO and model is not None)
+
+
+async def _build_extractor(settings: Settings, model: ChatModel | None, stack: AsyncExitStack) -> Extractor:
+    if model is None or not _uses_model_for_indexing(settings, model):
+        return OfflineExtractor()
+    cache = await ExtractionCache.open(settings.data_dir / LLM_CACHE_DB)
+    stack.push_async_callback(cache.close)
+    return LlmExtractor(model, cache, max_concurrency=settings.extraction_concurrency)
+
+
+def _build_summarizer(settings: Settings, model: ChatModel | None) -> CommunitySummarizer:
+    if model is not None and _uses_model_for_indexing(settings, model):
+        return LlmCommunitySummarizer(model)
+    return ExtractiveCommunitySummarizer()
+
+
+@dataclass(frozen=True, slots=True)
+class _Knowledge:
+    store: GraphStore
+    embedder: TextEmbedder
+    catalog: KnowledgeBaseCatalog
+    registry: KnowledgeBaseRegistry
+    service: KnowledgeService
+
+
+async def _open_knowledge(
+    settings: Settings, model: ChatModel | None, stack: AsyncExitStack, deferred_communities: bool
+) -> _Knowledge:
+    """The knowledge graph and everything that writes it, shared by the server and the CLI."""
+    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    embedder = _build_embedder(settings)
+    store = await _open_graph_store(settings, embedder, stack)
+    registry = KnowledgeBaseRegistry.from_file(settings.kb_registry_path)
+    catalog = KnowledgeBaseCatalog(registry, store)
+    locks = KbLocks()
+    maintainer = CommunityMaintainer(
+        store, embedder, _build_summarizer(settings, model), CommunityOptions(settings.community_max_cluster_size)
     )
-    return IngestionService(catalog, FileDocumentLoader(), indexer)
+    refresher: CommunityRefresher = maintainer
+    if deferred_communities:
+        deferred = DeferredRefresher(maintainer, locks, settings.community_refresh_delay_s)
+        stack.push_async_callback(deferred.drain)
+        refresher = deferred
+    indexer = GraphIndexer(
+        store,
+        embedder,
+        await _build_extractor(settings, model, stack),
+        refresher,
+        locks,
+        ChunkingOptions(settings.chunk_tokens, settings.chunk_overlap_tokens),
+    )
+    service = KnowledgeService(catalog, FileDocumentLoader(), indexer)
+    return _Knowledge(store, embedder, catalog, registry, service)
 
 
 @asynccontextmanager
 async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
     async with AsyncExitStack() as stack:
-        catalog = KnowledgeBaseRegistry.from_file(settings.kb_registry_path)
         store = await _open_conversation_store(settings, stack)
-        knowledge = await _open_knowledge(settings, stack)
-        embedder = _build_embedder(settings)
-        model = _build_chat_model(settings)
-        if model is not None:
-            stack.push_async_callback(model.aclose)
+        model = _build_chat_model(settings, stack)
+        knowledge = await _open_knowledge(settings, model, stack, deferred_communities=True)
+        catalog = knowledge.catalog
 
         generator = AnswerGenerator(model, settings.history_token_budget)
-        pool = RAGAgentManager(
-            catalog, AGENT_BUILDERS, AgentResources(knowledge, embedder, settings.rag_top_k), settings.agent_pool_max
+        resources = AgentResources(
+            knowledge.store,
+            knowledge.embedder,
+            settings.rag_top_k,
+            CoreCompletionModel(model) if model is not None else None,
         )
+        pool = RAGAgentManager(catalog, AGENT_BUILDERS, resources, settings.agent_pool_max)
         limits = RetrievalLimits(settings.rag_agent_timeout_s, settings.rag_context_token_budget, settings.rag_top_k)
-        handlers = KnowledgeBaseHandlerFactory.from_knowledge_bases(catalog.list())
+        handlers = KnowledgeBaseHandlerFactory.from_knowledge_bases(knowledge.registry.list())
         rag = RagManager(pool, generator, limits, handlers)
         policy = RoutingPolicy(
             auto_route=settings.kb_auto_route,
@@ -136,7 +228,7 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
             min_confidence=settings.kb_auto_route_min_confidence,
             llm_timeout_s=settings.router_llm_timeout_s,
         )
-        classifier = LlmIntentClassifier(model, catalog.list()) if model is not None else None
+        classifier = LlmIntentClassifier(model) if model is not None else None
         router = RouterGraph(catalog, policy, classifier)
         turns = TurnService(
             store,
@@ -152,17 +244,21 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
             stream=stream,
             history=HistoryService(store),
             feedback=FeedbackService(store),
-            catalog=catalog,
+            knowledge=knowledge.service,
+            retrieval=RetrievalService(catalog, rag),
             agent_types=pool.available_agent_types,
-            probes=(NamedProbe("conversation_store", store.ping), NamedProbe("knowledge_store", knowledge.ping)),
+            probes=(
+                NamedProbe("conversation_store", store.ping),
+                NamedProbe("knowledge_store", knowledge.store.ping),
+            ),
             generation_mode=generator.mode.value,
         )
 
 
 @asynccontextmanager
-async def open_ingestion(settings: Settings) -> AsyncIterator[IngestionService]:
-    """Only what ingestion needs: no conversation store, no chat model."""
+async def open_knowledge_service(settings: Settings) -> AsyncIterator[KnowledgeService]:
+    """Only what ingestion needs (the CLI): communities are refreshed at the end of each batch."""
     async with AsyncExitStack() as stack:
-        catalog = KnowledgeBaseRegistry.from_file(settings.kb_registry_path)
-        knowledge = await _open_knowledge(settings, stack)
-        yield _ingestion(settings, catalog, knowledge, _build_embedder(settings))
+        model = _build_chat_model(settings, stack)
+        knowledge = await _open_knowledge(settings, model, stack, deferred_communities=False)
+        yield knowledge.service

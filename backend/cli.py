@@ -1,11 +1,12 @@
-"""Command line: `python -m backend serve | ingest | ingest-registry | kbs`."""
+"""Command line: `python -m backend serve | ingest | ingest-registry | kbs | create-kb | documents | delete`."""
 
 from __future__ import annotations
 
 import asyncio
 import ipaddress
+from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Annotated
+from typing import Annotated, TypeVar
 
 import typer
 import uvicorn
@@ -13,17 +14,19 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
 
-from backend.application.ingestion.ingest_service import IngestionService
+from backend.application.knowledge.knowledge_service import KnowledgeService
 from backend.application.ports.ingestion import IndexReport
-from backend.bootstrap import open_ingestion
+from backend.bootstrap import open_knowledge_service
+from backend.domain.agent_types import DEFAULT_AGENT_TYPE
 from backend.domain.errors import GraphRagError
+from backend.domain.knowledge_base import KnowledgeBase
 from backend.infrastructure.config.settings import AuthMode, Settings
-from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
 from backend.infrastructure.logging import configure_logging
 from backend.main import build_app, known_secrets
 
 app = typer.Typer(help="GraphRAG Router→Worker backend", no_args_is_help=True, add_completion=False)
 console = Console(stderr=True)
+T = TypeVar("T")
 
 
 def _is_loopback(host: str) -> bool:
@@ -45,7 +48,7 @@ def serve(
     settings = Settings()
     bind_host = host or settings.host
     if settings.auth_mode is AuthMode.NONE and not _is_loopback(bind_host) and not allow_insecure:
-        console.print(f"[red]AUTH_MODE=none serves every user's history to anyone who can reach {bind_host}.[/red]")
+        console.print(f"[red]AUTH_MODE=none serves every user's history to anyone who reaches {bind_host}.[/red]")
         console.print("Bind to 127.0.0.1, set API_KEYS and AUTH_MODE=api_key, or pass --allow-insecure.")
         raise typer.Exit(2)
     if settings.auth_mode is AuthMode.API_KEY and not settings.api_key_map():
@@ -56,7 +59,23 @@ def serve(
     )
 
 
-async def _ingest(service: IngestionService, kb_prefix: str, paths: list[Path]) -> IndexReport:
+def _with_knowledge(work: Callable[[KnowledgeService], Awaitable[T]]) -> T:
+    """Open what ingestion needs, run `work`, close; domain errors become a clear message and exit 1."""
+    settings = Settings()
+    configure_logging(settings.log_level, known_secrets(settings))
+
+    async def run() -> T:
+        async with open_knowledge_service(settings) as service:
+            return await work(service)
+
+    try:
+        return asyncio.run(run())
+    except GraphRagError as error:
+        console.print(f"[red]{error.message}[/red]")
+        raise typer.Exit(1) from error
+
+
+async def _ingest(service: KnowledgeService, kb_prefix: str, paths: list[Path]) -> IndexReport:
     documents = service.load_files(paths)
     with Progress(
         TextColumn(f"[bold]{kb_prefix}[/bold]"),
@@ -71,54 +90,71 @@ async def _ingest(service: IngestionService, kb_prefix: str, paths: list[Path]) 
         def advance(done: int, total: int, title: str) -> None:
             progress.update(task, completed=done, total=total, description=title[:40])
 
-        return await service.ingest(kb_prefix, documents, advance)
-
-
-def _print_report(kb_prefix: str, report: IndexReport) -> None:
+        report = await service.ingest(kb_prefix, documents, advance)
     console.print(
         f"{kb_prefix}: {report.documents_added} added, {report.documents_unchanged} unchanged, "
-        f"{report.chunks_written} chunks written"
+        f"{report.documents_replaced} replaced; {report.chunks_written} chunks, "
+        f"{report.entity_mentions} entity and {report.relation_mentions} relation mentions, "
+        f"{report.model_calls} model calls"
     )
-
-
-async def _run_ingest(settings: Settings, jobs: list[tuple[str, list[Path]]]) -> None:
-    async with open_ingestion(settings) as service:
-        for kb_prefix, paths in jobs:
-            _print_report(kb_prefix, await _ingest(service, kb_prefix, paths))
-
-
-def _run(settings: Settings, jobs: list[tuple[str, list[Path]]]) -> None:
-    configure_logging(settings.log_level, known_secrets(settings))
-    try:
-        asyncio.run(_run_ingest(settings, jobs))
-    except GraphRagError as error:
-        console.print(f"[red]{error.message}[/red]")
-        raise typer.Exit(1) from error
+    return report
 
 
 @app.command()
 def ingest(
-    kb_prefix: Annotated[str, typer.Argument(help="knowledge base (from the KB registry)")],
-    paths: Annotated[list[Path], typer.Argument(help="files or directories (.txt, .md)")],
+    kb_prefix: Annotated[str, typer.Argument(help="knowledge base")],
+    paths: Annotated[list[Path], typer.Argument(help="files or folders (.txt .md .pdf .docx .json .jsonl)")],
 ) -> None:
-    """Chunk, embed and store documents in a knowledge base (unchanged documents are skipped)."""
-    _run(Settings(), [(kb_prefix, paths)])
+    """Chunk, extract, embed and store documents (unchanged documents are skipped)."""
+    _with_knowledge(lambda service: _ingest(service, kb_prefix, paths))
 
 
 @app.command("ingest-registry")
 def ingest_registry() -> None:
-    """Ingest the `sources` of every KB in the registry (what scripts/run.sh does)."""
-    settings = Settings()
-    registry = KnowledgeBaseRegistry.from_file(settings.kb_registry_path)
-    jobs = [(kb.kb_prefix, [Path(source) for source in kb.sources]) for kb in registry.list() if kb.sources]
-    _run(settings, jobs)
+    """Ingest the `sources` of every KB in the registry file (what scripts/run.sh does)."""
+
+    async def work(service: KnowledgeService) -> None:
+        for kb in await service.list_kbs():
+            if kb.sources:
+                await _ingest(service, kb.kb_prefix, [Path(source) for source in kb.sources])
+
+    _with_knowledge(work)
 
 
 @app.command()
 def kbs() -> None:
-    """List the configured knowledge bases."""
-    registry = KnowledgeBaseRegistry.from_file(Settings().kb_registry_path)
+    """List the knowledge bases (registry file and created ones)."""
     table = Table("kb_prefix", "default agent", "language", "description")
-    for kb in registry.list():
+    for kb in _with_knowledge(lambda service: service.list_kbs()):
         table.add_row(kb.kb_prefix, kb.default_agent, kb.language, kb.description)
     Console().print(table)
+
+
+@app.command("create-kb")
+def create_kb(
+    kb_prefix: Annotated[str, typer.Argument(help="^[a-z0-9_]{1,32}$")],
+    description: Annotated[str, typer.Option(help="what the KB covers (used for routing)")] = "",
+    keyword: Annotated[list[str] | None, typer.Option(help="a routing keyword (repeat the option)")] = None,
+    language: Annotated[str, typer.Option()] = "en",
+    default_agent: Annotated[str, typer.Option()] = DEFAULT_AGENT_TYPE,
+) -> None:
+    """Create a knowledge base (kept in the graph store)."""
+    kb = KnowledgeBase(kb_prefix, description, tuple(keyword or ()), language, default_agent)
+    _with_knowledge(lambda service: service.create_kb(kb))
+    console.print(f"created {kb_prefix}")
+
+
+@app.command()
+def documents(kb_prefix: Annotated[str, typer.Argument()]) -> None:
+    """List a knowledge base's documents."""
+    table = Table("doc_id", "title", "chunks", "source")
+    for document in _with_knowledge(lambda service: service.list_documents(kb_prefix)):
+        table.add_row(document.doc_id[:16], document.title, str(document.chunk_count), document.source)
+    Console().print(table)
+
+
+@app.command()
+def delete(kb_prefix: Annotated[str, typer.Argument()], doc_id: Annotated[str, typer.Argument()]) -> None:
+    """Delete a document and everything only it supported."""
+    _with_knowledge(lambda service: service.delete_document(kb_prefix, doc_id))
+    console.print(f"deleted {doc_id}")

@@ -17,6 +17,8 @@ def server_config(settings: Settings) -> ServerConfig:
         api_keys=settings.api_key_map(),
         sse_heartbeat_s=settings.sse_heartbeat_s,
         max_body_bytes=settings.max_body_bytes,
+        max_upload_bytes=settings.max_upload_bytes,
+        admin_users=settings.admin_user_ids(),
     )
 
 

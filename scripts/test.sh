@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The whole test suite: lint, types, and pytest against real Postgres and the scripted model server.
-# Starts the local Postgres when POSTGRES_TEST_DSN is not set. Extra arguments go to pytest.
+# Starts the local Postgres (POSTGRES_TEST_DSN unset) and a Neo4j 5.26 test server (NEO4J_TEST_URI unset,
+# stopped again on exit). Extra arguments go to pytest.
 set -euo pipefail
 source "$(dirname "$0")/lib/env.sh"
 cd "$ROOT"
@@ -20,7 +21,19 @@ if [ -z "${POSTGRES_TEST_DSN:-}" ]; then
   fi
 fi
 
+if [ -z "${NEO4J_TEST_URI:-}" ]; then
+  if services="$(scripts/services/neo4j.sh)"; then
+    eval "$services"  # NEO4J_TEST_URI, NEO4J_TEST_PID, NEO4J_TEST_DIR
+    trap 'scripts/services/neo4j.sh stop' EXIT
+  elif [ "${REQUIRE_REAL_SERVICES:-0}" = "1" ]; then
+    log "error: Neo4j is required (REQUIRE_REAL_SERVICES=1) and could not be started"
+    exit 1
+  else
+    log "warning: no local Neo4j; Neo4j tests use testcontainers or are skipped"
+  fi
+fi
+
 log "ruff"; ruff check backend tests benchmarks; ruff format --check --quiet backend tests benchmarks
 log "mypy"; mypy
 log "pytest"
-exec python -m pytest "$@"
+python -m pytest "$@"

@@ -9,8 +9,9 @@ from backend.application.chat.chat_handler import ChatHandler
 from backend.application.chat.history import HistoryService
 from backend.application.chat.stream_handler import StreamHandler
 from backend.application.feedback import FeedbackService
+from backend.application.knowledge.knowledge_service import KnowledgeService
+from backend.application.knowledge.retrieval_service import RetrievalService
 from backend.application.ports.health import HealthProbe
-from backend.application.ports.knowledge_bases import KnowledgeBaseCatalog
 
 
 @dataclass(frozen=True, slots=True)
@@ -19,7 +20,8 @@ class ServiceContainer:
     stream: StreamHandler
     history: HistoryService
     feedback: FeedbackService
-    catalog: KnowledgeBaseCatalog
+    knowledge: KnowledgeService
+    retrieval: RetrievalService
     agent_types: Collection[str]
     probes: Sequence[HealthProbe]
     generation_mode: str

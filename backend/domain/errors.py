@@ -47,6 +47,18 @@ class NotFound(GraphRagError):
     code = "not_found"
 
 
+class Conflict(GraphRagError):
+    """The resource already exists (e.g. a KB prefix that is taken)."""
+
+    code = "conflict"
+
+
+class Forbidden(GraphRagError):
+    """The caller is known but may not do this (e.g. a non-admin creating a KB)."""
+
+    code = "forbidden"
+
+
 class Unauthenticated(GraphRagError):
     code = "unauthenticated"
 

@@ -88,9 +88,7 @@ class GraphReader(ChunkIndex, Protocol):
         """The communities (every level) that contain any of the entities, by level then rank (desc)."""
         ...
 
-    async def search_communities(
-        self, kb: str, embedding: Vector, level: int | None, limit: int
-    ) -> list[CommunityHit]:
+    async def search_communities(self, kb: str, embedding: Vector, level: int | None, limit: int) -> list[CommunityHit]:
         """Communities ranked by the cosine of their summary embedding to `embedding`."""
         ...
 

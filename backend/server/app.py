@@ -30,7 +30,7 @@ def create_app(open_services: OpenServices, config: ServerConfig) -> FastAPI:
         version="0.1.0",
         lifespan=lifespan,
     )
-    app.add_middleware(BodySizeLimit, max_bytes=config.max_body_bytes)
+    app.add_middleware(BodySizeLimit, limit_for=config.limit_for)
     app.state.server_config = config
     install_error_handlers(app)
     for module in (chat, history, feedback, knowledge_bases, health):

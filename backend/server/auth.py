@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 from fastapi import Request
 
-from backend.domain.errors import InvalidRequest, Unauthenticated
+from backend.domain.errors import Forbidden, InvalidRequest, Unauthenticated
 from backend.server.config import ServerConfig
 
 USER_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
@@ -24,6 +24,11 @@ class Principal:
     """The authenticated caller, or `None` in development mode (any claimed user id is accepted)."""
 
     user_id: str | None
+    is_admin: bool = False
+
+    def require_admin(self) -> None:
+        if not self.is_admin:
+            raise Forbidden("this needs an admin: creating knowledge bases, ingesting and deleting documents")
 
     def resolve_user(self, claimed: str | None) -> str:
         if self.user_id is None:
@@ -57,11 +62,11 @@ def _user_for_key(presented: str, keys: dict[str, str]) -> str | None:
 
 def authenticate(request: Request, config: ServerConfig) -> Principal:
     if not config.auth_enabled:
-        return Principal(None)
+        return Principal(None, is_admin=True)  # development mode: everyone is admin
     presented = _presented_key(request)
     if presented is None:
         raise Unauthenticated("missing credentials: send 'Authorization: Bearer <api key>' or 'X-API-Key'")
     user = _user_for_key(presented, dict(config.api_keys))
     if user is None:
         raise Unauthenticated("invalid API key")
-    return Principal(user)
+    return Principal(user, is_admin=user in config.admin_users)

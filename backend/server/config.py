@@ -12,7 +12,18 @@ class ServerConfig:
     api_keys: Mapping[str, str] = field(default_factory=dict, repr=False)  # key → user id; never printed
     sse_heartbeat_s: float = 15.0
     max_body_bytes: int = 1_048_576
+    max_upload_bytes: int = 52_428_800  # document uploads (POST /api/v1/kbs/{kb}/documents)
+    admin_users: frozenset[str] = frozenset()  # may create KBs and ingest or delete documents
 
     @property
     def auth_enabled(self) -> bool:
         return self.auth_mode != "none"
+
+    def limit_for(self, path: str) -> int:
+        """Document uploads get their own, larger body limit."""
+        return self.max_upload_bytes if _is_document_upload(path) else self.max_body_bytes
+
+
+def _is_document_upload(path: str) -> bool:
+    parts = path.strip("/").split("/")
+    return len(parts) == 5 and parts[:3] == ["api", "v1", "kbs"] and parts[4] == "documents"

@@ -33,6 +33,11 @@ async def get_principal(request: Request, config: Annotated[ServerConfig, Depend
     return authenticate(request, config)
 
 
+async def get_admin(principal: Annotated[Principal, Depends(get_principal)]) -> Principal:
+    principal.require_admin()
+    return principal
+
+
 async def get_request_id(request: Request) -> str:
     """The caller's X-Request-ID when well-formed (retries then stay idempotent), else a new one."""
     supplied = request.headers.get("x-request-id", "")
@@ -43,3 +48,4 @@ ServicesDep = Annotated[ServiceContainer, Depends(get_services)]
 ConfigDep = Annotated[ServerConfig, Depends(get_config)]
 PrincipalDep = Annotated[Principal, Depends(get_principal)]
 RequestIdDep = Annotated[str, Depends(get_request_id)]
+AdminDep = Annotated[Principal, Depends(get_admin)]

@@ -11,6 +11,8 @@ from starlette.exceptions import HTTPException
 
 from backend.domain.errors import (
     AgentUnavailable,
+    Conflict,
+    Forbidden,
     GraphRagError,
     InvalidRequest,
     ModelError,
@@ -28,6 +30,8 @@ STATUS_BY_ERROR: tuple[tuple[type[GraphRagError], int], ...] = (
     (UnknownKnowledgeBase, 404),
     (InvalidRequest, 400),
     (Unauthenticated, 401),
+    (Forbidden, 403),
+    (Conflict, 409),
     (NotFound, 404),
     (AgentUnavailable, 501),
     (ModelError, 502),

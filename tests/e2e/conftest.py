@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from backend.bootstrap import KNOWLEDGE_DB, open_ingestion
+from backend.bootstrap import GRAPH_DB, open_knowledge_service
 from tests.support.live_server import make_settings
 
 SAMPLE_DOCUMENTS = Path(__file__).resolve().parents[2] / "samples" / "orchard" / "documents"
@@ -16,7 +16,7 @@ SAMPLE_DOCUMENTS = Path(__file__).resolve().parents[2] / "samples" / "orchard" /
 
 async def _ingest_sample(data_dir: Path) -> None:
     settings = make_settings(data_dir)
-    async with open_ingestion(settings) as ingestion:
+    async with open_knowledge_service(settings) as ingestion:
         folder = SAMPLE_DOCUMENTS
         report = await ingestion.ingest("orchard", ingestion.load_files([folder]))
         assert report.documents_added == 6
@@ -26,12 +26,12 @@ async def _ingest_sample(data_dir: Path) -> None:
 def orchard_knowledge(tmp_path_factory: pytest.TempPathFactory) -> Path:
     data_dir = tmp_path_factory.mktemp("orchard-kb")
     asyncio.run(_ingest_sample(data_dir))
-    return data_dir / KNOWLEDGE_DB
+    return data_dir / GRAPH_DB
 
 
 @pytest.fixture
 def data_dir(tmp_path: Path, orchard_knowledge: Path) -> Path:
     target = tmp_path / "data"
     target.mkdir()
-    shutil.copy(orchard_knowledge, target / KNOWLEDGE_DB)
+    shutil.copy(orchard_knowledge, target / GRAPH_DB)
     return target

@@ -232,7 +232,6 @@ async def test_feedback_on_an_answer(client: httpx.AsyncClient, scripted_llm: Sc
 BAD_INPUTS = [
     ({"message": "hi", "kb_prefix": "nope"}, 404, "unknown_kb"),
     ({"message": "hi", "kb_prefix": "orchard", "agent_type": "chat_agent"}, 400, "unknown_agent_type"),
-    ({"message": "hi", "agent_type": "graph_agent"}, 501, "agent_unavailable"),
     ({"message": "hi", "worker_name": "orchard:naive_rag_agent:chat"}, 400, "invalid_worker_name"),
     ({"message": "hi", "worker_name": "a:b:c:d"}, 400, "invalid_worker_name"),
     ({"message": ""}, 422, "validation_error"),
@@ -286,7 +285,9 @@ async def test_health_ready_and_kbs(client: httpx.AsyncClient) -> None:
     assert ready.json() == {"ready": True, "checks": {"conversation_store": "ok", "knowledge_store": "ok"}}
     kbs = (await client.get("/api/v1/kbs")).json()
     assert [kb["kb_prefix"] for kb in kbs["knowledge_bases"]] == ["orchard"]
-    assert kbs["agent_types"] == ["naive_rag_agent"]
+    assert kbs["agent_types"] == sorted(
+        ["naive_rag_agent", "graph_agent", "hybrid_agent", "deep_research_agent", "fusion_agent"]
+    )
     assert kbs["generation_mode"] == "llm"
 
 

@@ -9,7 +9,7 @@ from typing import Any
 import pytest
 
 from backend.domain.knowledge_base import KnowledgeBase
-from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
+from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.llm.openai_compatible import OpenAICompatibleChatModel
 from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier
 from backend.infrastructure.routing.router_graph import RouterGraph, RoutingPolicy
@@ -32,8 +32,7 @@ async def model(scripted_llm: ScriptedLLM) -> AsyncIterator[OpenAICompatibleChat
 
 
 def router(model: OpenAICompatibleChatModel, timeout_s: float = 2.0) -> RouterGraph:
-    registry = KnowledgeBaseRegistry(KBS)
-    return RouterGraph(registry, RoutingPolicy(llm_timeout_s=timeout_s), LlmIntentClassifier(model, registry.list()))
+    return RouterGraph(static_catalog(KBS), RoutingPolicy(llm_timeout_s=timeout_s), LlmIntentClassifier(model))
 
 
 def json_reply(payload: str) -> Reply:

@@ -1,5 +1,5 @@
-"""naive_rag_agent end to end on the sample KB (real MiniLM, real indexer, real SQLite store),
-plus the ingestion pieces it depends on (file loader, indexer) and its concurrency contract."""
+"""naive_rag_agent end to end on the sample KB (real MiniLM, the real indexing pipeline, the embedded
+graph store), plus the loader it depends on and its concurrency contract."""
 
 from __future__ import annotations
 
@@ -16,12 +16,13 @@ import pytest
 
 from backend.domain.errors import InvalidRequest, StoreUnavailable
 from backend.domain.knowledge_base import KnowledgeBase
+from backend.graphrag_agent import ids
 from backend.graphrag_agent.agents import NaiveRagAgent
 from backend.graphrag_agent.ports import ChunkHit, Vector
-from backend.infrastructure.knowledge.embedded_store import EmbeddedKnowledgeStore, chunk_id_for
-from backend.infrastructure.knowledge.indexer import EmbeddedKnowledgeIndexer, document_id
+from backend.infrastructure.graph_store.embedded import EmbeddedGraphStore
 from backend.infrastructure.knowledge.loaders import FileDocumentLoader, expand_paths, first_heading
 from tests.support.embedder import shared_minilm
+from tests.support.indexing import make_indexer
 
 SAMPLE = Path(__file__).parents[2] / "samples" / "orchard"
 KB = KnowledgeBase("orchard", description="Wrenfield Orchard and Cider Mill")
@@ -56,10 +57,10 @@ class IngestedKb:
 async def ingest_sample(path: Path) -> IngestedKb:
     loader = FileDocumentLoader()
     documents = [doc for file in expand_paths([SAMPLE / "documents"], loader) for doc in loader.load(file)]
-    store = await EmbeddedKnowledgeStore.open(path)
+    store = await EmbeddedGraphStore.open(path)
     try:
         progress: list[tuple[int, int, str]] = []
-        indexer = EmbeddedKnowledgeIndexer(store, shared_minilm())
+        indexer = make_indexer(store, shared_minilm())
         report = await indexer.index(KB, documents, lambda done, total, title: progress.append((done, total, title)))
         sources = {d.metadata["source"]: d.doc_id for d in await store.list_documents(KB.kb_prefix)}
     finally:
@@ -71,27 +72,27 @@ async def ingest_sample(path: Path) -> IngestedKb:
 
 @pytest.fixture(scope="module")
 def orchard(tmp_path_factory: pytest.TempPathFactory) -> IngestedKb:
-    return asyncio.run(ingest_sample(tmp_path_factory.mktemp("orchard") / "knowledge.db"))
+    return asyncio.run(ingest_sample(tmp_path_factory.mktemp("orchard") / "graph.db"))
 
 
 @pytest.fixture
-async def store(orchard: IngestedKb) -> AsyncIterator[EmbeddedKnowledgeStore]:
-    opened = await EmbeddedKnowledgeStore.open(orchard.path)
+async def store(orchard: IngestedKb) -> AsyncIterator[EmbeddedGraphStore]:
+    opened = await EmbeddedGraphStore.open(orchard.path)
     yield opened
     await opened.close()
 
 
 @pytest.fixture
-def agent(store: EmbeddedKnowledgeStore) -> NaiveRagAgent:
+def agent(store: EmbeddedGraphStore) -> NaiveRagAgent:
     return NaiveRagAgent(KB.kb_prefix, store, shared_minilm(), top_k=8)
 
 
 # --- the sample KB -----------------------------------------------------------------------------------
 
 
-async def test_sample_kb_is_indexed_with_progress(orchard: IngestedKb, store: EmbeddedKnowledgeStore) -> None:
+async def test_sample_kb_is_indexed_with_progress(orchard: IngestedKb, store: EmbeddedGraphStore) -> None:
     assert (orchard.added, orchard.unchanged) == (6, 0)
-    assert orchard.chunks_written == await store.count_chunks(KB.kb_prefix) > 6
+    assert orchard.chunks_written == (await store.counts(KB.kb_prefix)).chunks > 6
     assert [(done, total) for done, total, _ in orchard.progress] == [(i, 6) for i in range(1, 7)]
     assert "History of Wrenfield Orchard" in {title for _, _, title in orchard.progress}
     assert set(orchard.doc_by_source) == {p.name for p in (SAMPLE / "documents").glob("*.md")}
@@ -129,7 +130,7 @@ async def test_trace_has_the_agent_contract_shape(agent: NaiveRagAgent, orchard:
         assert result["result_id"] == f"chunk:{source['chunk_id']}"
         assert result["granularity"] == "Chunk"
         assert 0.0 <= result["score"] <= 1.0
-        assert source["chunk_id"] == chunk_id_for(source["doc_id"], result["metadata"]["ordinal"])
+        assert source["chunk_id"] == ids.chunk_id(KB.kb_prefix, source["doc_id"], result["metadata"]["ordinal"])
         assert result["evidence"] in trace["context"]
         assert source["title"] in trace["context"]
         assert result["metadata"]["fulltext_rank"] or result["metadata"]["vector_rank"]
@@ -148,7 +149,7 @@ async def test_result_ids_are_identical_across_runs_and_ingestions(agent: NaiveR
     first = await agent.retrieve_with_trace(question, "thread-a")
     second = await agent.retrieve_with_trace(question, "thread-b")  # the thread only labels logs
     rebuilt = await ingest_sample(tmp_path / "again.db")
-    fresh_store = await EmbeddedKnowledgeStore.open(rebuilt.path)
+    fresh_store = await EmbeddedGraphStore.open(rebuilt.path)
     try:
         third = await NaiveRagAgent(KB.kb_prefix, fresh_store, shared_minilm()).retrieve_with_trace(question, "c")
     finally:
@@ -160,18 +161,18 @@ async def test_result_ids_are_identical_across_runs_and_ingestions(agent: NaiveR
     assert first == second
 
 
-async def test_agent_only_sees_its_own_kb(store: EmbeddedKnowledgeStore) -> None:
+async def test_agent_only_sees_its_own_kb(store: EmbeddedGraphStore) -> None:
     other = NaiveRagAgent("another_kb", store, shared_minilm())
     trace = await other.retrieve_with_trace("When was Wrenfield Orchard founded?", "t")
     assert trace["retrieval_results"] == []
     assert trace["context"] == ""
 
 
-async def test_reindexing_unchanged_documents_does_no_work(orchard: IngestedKb, store: EmbeddedKnowledgeStore) -> None:
+async def test_reindexing_unchanged_documents_does_no_work(orchard: IngestedKb, store: EmbeddedGraphStore) -> None:
     loader = FileDocumentLoader()
     documents = [doc for file in expand_paths([SAMPLE / "documents"]) for doc in loader.load(file)]
     embedder = CountingEmbedder()
-    report = await EmbeddedKnowledgeIndexer(store, embedder).index(KB, documents)
+    report = await make_indexer(store, embedder).index(KB, documents)
     assert (report.documents_added, report.documents_unchanged, report.chunks_written) == (0, 6, 0)
     assert set(report.doc_ids) == set(orchard.doc_by_source.values())
     assert embedder.calls == 0
@@ -308,11 +309,11 @@ def test_loader_rejects_undecodable_and_unsupported_files(tmp_path: Path) -> Non
     latin1.write_bytes("Caf\xe9 au lait".encode("latin-1"))
     with pytest.raises(InvalidRequest, match=r"old\.txt is not UTF-8.*offset 3"):
         FileDocumentLoader().load(latin1)
-    pdf = tmp_path / "scan.pdf"
-    pdf.write_bytes(b"%PDF")
-    assert not FileDocumentLoader().supports(pdf)
+    sheet = tmp_path / "sheet.xlsx"
+    sheet.write_bytes(b"PK")
+    assert not FileDocumentLoader().supports(sheet)
     with pytest.raises(InvalidRequest, match="unsupported"):
-        FileDocumentLoader().load(pdf)
+        FileDocumentLoader().load(sheet)
     empty = tmp_path / "empty.md"
     empty.write_text("  \n\n", "utf-8")
     assert FileDocumentLoader().load(empty) == []
@@ -331,30 +332,9 @@ def test_expand_paths_is_sorted_recursive_and_skips_hidden(tmp_path: Path) -> No
 
 
 def test_document_id_ignores_line_endings_and_trailing_blanks() -> None:
-    assert document_id("Title", "Line one.  \r\nLine two.\r\n\r\n") == document_id("Title", "Line one.\nLine two.")
-    assert document_id("Title", "Text") != document_id("Other", "Text")
-    assert document_id("Title", "Text") != document_id("Title", "Text!")
-    assert re.fullmatch(r"[0-9a-f]{64}", document_id("t", "x"))
-
-
-async def test_indexer_embeds_in_batches_and_skips_empty_documents(tmp_path: Path) -> None:
-    from backend.application.ports.ingestion import SourceDocument
-
-    store = await EmbeddedKnowledgeStore.open(tmp_path / "k.db")
-    try:
-        embedder = CountingEmbedder()
-        indexer = EmbeddedKnowledgeIndexer(store, embedder, chunk_tokens=20, overlap_tokens=0, embed_batch_size=2)
-        long_text = " ".join(f"Sentence number {i} talks about apples." for i in range(12))
-        documents = [
-            SourceDocument("Long", long_text),
-            SourceDocument("Blank", "   "),
-            SourceDocument("Long", long_text),
-        ]
-        report = await indexer.index(KB, documents)
-        chunk_count = await store.count_chunks(KB.kb_prefix)
-        assert (report.documents_added, report.documents_unchanged, report.chunks_written) == (1, 1, chunk_count)
-        assert chunk_count > 4
-        assert embedder.calls == -(-chunk_count // 2)
-        assert report.doc_ids == (document_id("Long", long_text),)
-    finally:
-        await store.close()
+    assert ids.document_id("Title", "Line one.  \r\nLine two.\r\n\r\n") == ids.document_id(
+        "Title", "Line one.\nLine two."
+    )
+    assert ids.document_id("Title", "Text") != ids.document_id("Other", "Text")
+    assert ids.document_id("Title", "Text") != ids.document_id("Title", "Text!")
+    assert re.fullmatch(r"[0-9a-f]{64}", ids.document_id("t", "x"))

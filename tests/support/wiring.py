@@ -11,7 +11,7 @@ from backend.application.chat.turns import TurnLimits, TurnService
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.infrastructure.agents.rag_factory.builders import AgentResources
 from backend.infrastructure.agents.rag_factory.manager import RAGAgentManager
-from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
+from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.llm.answering import AnswerGenerator, GeneralChat
 from backend.infrastructure.llm.types import ChatModel
 from backend.infrastructure.persistence.memory.conversation_store import InMemoryConversationStore
@@ -42,7 +42,7 @@ def wire(
     kbs: Sequence[KnowledgeBase] = DEFAULT_KBS,
     agent_timeout_s: float = 2.0,
 ) -> Wired:
-    catalog = KnowledgeBaseRegistry(kbs)
+    catalog = static_catalog(kbs)
     store = store or InMemoryConversationStore()
     pool = RAGAgentManager(catalog, {agent.agent_type: lambda kb, res: agent}, AgentResources(None, None))  # type: ignore[arg-type]
     generator = AnswerGenerator(model)

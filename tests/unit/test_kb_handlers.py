@@ -14,6 +14,7 @@ from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.retrieval import RagRunSpec
 from backend.infrastructure.agents.rag_factory.builders import AgentResources
 from backend.infrastructure.agents.rag_factory.manager import RAGAgentManager
+from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
 from backend.infrastructure.llm.answering import AnswerGenerator
 from backend.infrastructure.rag.kb_handlers import KnowledgeBaseHandlerFactory
@@ -36,10 +37,11 @@ default_agent = "naive_rag_agent"
 def build(tmp_path: Path) -> tuple[ChatStreamExecutor, RagManager, FakeAgent]:
     path = tmp_path / "kbs.toml"
     path.write_text(REGISTRY)
-    registry = KnowledgeBaseRegistry.from_file(path)
+    file_registry = KnowledgeBaseRegistry.from_file(path)
+    registry = static_catalog(file_registry.list())
     agent = FakeAgent(results=[evidence("c1", "generic evidence")])
     pool = RAGAgentManager(registry, {"naive_rag_agent": lambda kb, res: agent}, AgentResources(None, None))  # type: ignore[arg-type]
-    handlers = KnowledgeBaseHandlerFactory.from_knowledge_bases(registry.list())
+    handlers = KnowledgeBaseHandlerFactory.from_knowledge_bases(file_registry.list())
     generator = AnswerGenerator(None)
     rag = RagManager(pool, generator, RetrievalLimits(), handlers)
     return ChatStreamExecutor(rag, generator, handlers), rag, agent

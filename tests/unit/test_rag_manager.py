@@ -18,12 +18,12 @@ from backend.domain.retrieval import RagRunSpec
 from backend.domain.worker_name import ParsedWorkerName
 from backend.infrastructure.agents.rag_factory.builders import AgentResources
 from backend.infrastructure.agents.rag_factory.manager import RAGAgentManager
-from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
+from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.llm.answering import AnswerGenerator
 from backend.infrastructure.rag.rag_manager import RagManager, RetrievalLimits
 from tests.support.fakes import FakeAgent, evidence
 
-CATALOG = KnowledgeBaseRegistry([KnowledgeBase("kb1", default_agent="naive_rag_agent"), KnowledgeBase("kb2")])
+CATALOG = static_catalog([KnowledgeBase("kb1", default_agent="naive_rag_agent"), KnowledgeBase("kb2")])
 
 
 def make_manager(agents: dict[str, FakeAgent], timeout_s: float = 1.0, max_agents: int = 64) -> RagManager:
@@ -45,7 +45,7 @@ async def test_agents_run_concurrently_and_results_are_merged() -> None:
     graph = FakeAgent("graph_agent", [evidence("a", "alpha", 0.8)], delay_s=0.2)
     manager = make_manager({"naive_rag_agent": naive, "graph_agent": graph})
     started = asyncio.get_running_loop().time()
-    runs, merged = await manager.retrieve(request(spec("naive_rag_agent"), spec("graph_agent")))
+    runs, merged = await manager.retrieve_plan(request(spec("naive_rag_agent"), spec("graph_agent")))
     elapsed = asyncio.get_running_loop().time() - started
     assert elapsed < 0.35  # two 0.2 s agents in parallel, not 0.4 s in series
     assert {run.agent_type for run in runs} == {"naive_rag_agent", "graph_agent"}
@@ -58,7 +58,7 @@ async def test_a_slow_agent_times_out_without_failing_the_others() -> None:
     slow = FakeAgent("graph_agent", [evidence("s", "slow")], delay_s=5)
     fast = FakeAgent("naive_rag_agent", [evidence("f", "fast")])
     manager = make_manager({"graph_agent": slow, "naive_rag_agent": fast}, timeout_s=0.1)
-    runs, merged = await manager.retrieve(request(spec("graph_agent"), spec("naive_rag_agent")))
+    runs, merged = await manager.retrieve_plan(request(spec("graph_agent"), spec("naive_rag_agent")))
     by_type = {run.agent_type: run for run in runs}
     assert by_type["graph_agent"].error == "graph_agent timed out after 0.1s"
     assert by_type["naive_rag_agent"].ok
@@ -70,13 +70,13 @@ async def test_every_agent_failing_is_a_retrieval_error() -> None:
     broken = FakeAgent("naive_rag_agent", fail=RuntimeError("index corrupt"))
     manager = make_manager({"naive_rag_agent": broken})
     with pytest.raises(RetrievalFailed, match="naive_rag_agent failed: RuntimeError"):
-        await manager.retrieve(request(spec("naive_rag_agent")))
+        await manager.retrieve_plan(request(spec("naive_rag_agent")))
 
 
 async def test_cancelling_the_request_cancels_running_agents() -> None:
     slow = FakeAgent("naive_rag_agent", delay_s=10)
     manager = make_manager({"naive_rag_agent": slow})
-    task = asyncio.create_task(manager.retrieve(request(spec("naive_rag_agent"))))
+    task = asyncio.create_task(manager.retrieve_plan(request(spec("naive_rag_agent"))))
     await asyncio.sleep(0.05)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -107,17 +107,17 @@ async def test_leaving_iteration_early_cancels_the_rest() -> None:
         ("a:b:c:d", InvalidWorkerName),
     ],
 )
-def test_plans_are_validated_before_anything_runs(worker_name: str, error: type[Exception]) -> None:
+async def test_plans_are_validated_before_anything_runs(worker_name: str, error: type[Exception]) -> None:
     manager = make_manager({"naive_rag_agent": FakeAgent()})
     with pytest.raises(error):
-        manager.resolve_plan([RagRunSpec("naive_rag_agent", worker_name)], "kb1")
+        await manager.resolve_plan([RagRunSpec("naive_rag_agent", worker_name)], "kb1")
 
 
-def test_worker_name_is_authoritative_over_agent_type_and_default_maps_to_the_default_kb() -> None:
-    catalog = KnowledgeBaseRegistry([KnowledgeBase("main", is_default=True)])
+async def test_worker_name_is_authoritative_over_agent_type_and_default_maps_to_the_default_kb() -> None:
+    catalog = static_catalog([KnowledgeBase("main", is_default=True)])
     pool = RAGAgentManager(catalog, {"naive_rag_agent": lambda kb, res: FakeAgent()}, AgentResources(None, None))  # type: ignore[arg-type]
     manager = RagManager(pool, AnswerGenerator(None), RetrievalLimits())
-    (resolved,) = manager.resolve_plan([RagRunSpec("graph_agent", "default:naive_rag_agent:retrieve_only")], "")
+    (resolved,) = await manager.resolve_plan([RagRunSpec("graph_agent", "default:naive_rag_agent:retrieve_only")], "")
     assert resolved == ParsedWorkerName("main", "naive_rag_agent", "retrieve_only")
 
 

@@ -6,7 +6,7 @@ import pytest
 
 from backend.domain.errors import UnknownAgentType, UnknownKnowledgeBase
 from backend.domain.knowledge_base import KnowledgeBase
-from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
+from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.llm.types import ChatTurn, ModelDelta
 from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier, parse_routing_reply
 from backend.infrastructure.routing.router_graph import RouterGraph, RoutingPolicy
@@ -23,7 +23,7 @@ KBS = [
 
 
 def router(policy: RoutingPolicy | None = None, classifier: LlmIntentClassifier | None = None) -> RouterGraph:
-    return RouterGraph(KnowledgeBaseRegistry(KBS), policy or RoutingPolicy(), classifier)
+    return RouterGraph(static_catalog(KBS), policy or RoutingPolicy(), classifier)
 
 
 class ScriptedModel:
@@ -140,7 +140,7 @@ async def test_unknown_requested_kb_and_agent_type_are_rejected() -> None:
 
 async def test_model_is_asked_only_when_the_heuristic_is_unsure() -> None:
     model = ScriptedModel('{"kb_prefix": "movie", "confidence": 0.9, "reason": "asks about cinema"}')
-    graph = router(classifier=LlmIntentClassifier(model, KBS))
+    graph = router(classifier=LlmIntentClassifier(model))
     confident = await graph.route(message="exam course dates", session_id="s", requested_kb=None, agent_type=None)
     assert confident.method == "heuristic" and model.calls == 0
     unsure = await graph.route(
@@ -153,7 +153,7 @@ async def test_model_is_asked_only_when_the_heuristic_is_unsure() -> None:
 
 async def test_model_timeout_gives_method_timeout_with_zero_confidence() -> None:
     model = ScriptedModel('{"kb_prefix": "movie", "confidence": 0.9}', delay_s=1.0)
-    graph = router(RoutingPolicy(llm_timeout_s=0.05), LlmIntentClassifier(model, KBS))
+    graph = router(RoutingPolicy(llm_timeout_s=0.05), LlmIntentClassifier(model))
     decision = await graph.route(
         message="who played the lead in Casablanca?", session_id="s", requested_kb=None, agent_type=None
     )
@@ -164,7 +164,7 @@ async def test_model_timeout_gives_method_timeout_with_zero_confidence() -> None
 
 async def test_model_error_falls_back_to_the_heuristic() -> None:
     model = ScriptedModel(fail=RuntimeError("boom"))
-    graph = router(classifier=LlmIntentClassifier(model, KBS))
+    graph = router(classifier=LlmIntentClassifier(model))
     decision = await graph.route(
         message="who played the lead in Casablanca?", session_id="s", requested_kb=None, agent_type=None
     )
@@ -174,7 +174,7 @@ async def test_model_error_falls_back_to_the_heuristic() -> None:
 
 async def test_model_is_not_asked_when_it_cannot_change_the_outcome() -> None:
     model = ScriptedModel('{"kb_prefix": "movie", "confidence": 0.9}')
-    graph = router(RoutingPolicy(allow_override=False), LlmIntentClassifier(model, KBS))
+    graph = router(RoutingPolicy(allow_override=False), LlmIntentClassifier(model))
     await graph.route(message="who played the lead?", session_id="s", requested_kb="edu", agent_type=None)
     assert model.calls == 0
 

@@ -80,7 +80,7 @@ class TurnService:
         self._supported = frozenset(supported_agent_types)
         self._limits = limits
 
-    def validate(self, chat_input: ChatInput) -> RequestedRoute:
+    async def validate(self, chat_input: ChatInput) -> RequestedRoute:
         message = chat_input.message.strip()
         if not message:
             raise InvalidRequest("message must not be empty")
@@ -88,7 +88,7 @@ class TurnService:
             raise InvalidRequest(f"message is longer than {self._limits.max_message_chars} characters")
         validate_session_id(chat_input.session_id)
         kb_prefix, agent_type = self._requested(chat_input)
-        if kb_prefix not in (None, "", GENERAL_KB) and self._catalog.get(kb_prefix) is None:
+        if kb_prefix not in (None, "", GENERAL_KB) and await self._catalog.get(kb_prefix) is None:
             raise UnknownKnowledgeBase(f"unknown knowledge base {kb_prefix!r}")
         if agent_type:
             self._check_agent_type(agent_type)
@@ -116,7 +116,7 @@ class TurnService:
             )
 
     async def prepare(self, context: RequestContext, chat_input: ChatInput) -> PreparedTurn:
-        requested = self.validate(chat_input)
+        requested = await self.validate(chat_input)
         conversation_id = await self._store.get_or_create_conversation_id(context.user_id, context.session_id)
         user_message = await self._store.append_message(
             conversation_id,

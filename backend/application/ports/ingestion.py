@@ -1,4 +1,4 @@
-"""Putting documents into a knowledge base."""
+"""Putting documents into a knowledge base, listing and deleting them."""
 
 from __future__ import annotations
 
@@ -7,6 +7,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from backend.domain.graph import DocumentRecord
 from backend.domain.knowledge_base import KnowledgeBase
 
 
@@ -15,13 +16,20 @@ class SourceDocument:
     title: str
     text: str
     metadata: dict[str, Any] = field(default_factory=dict)
+    # A stable name for where it came from (a file path, a client's id). Ingesting different
+    # content under the same source replaces the old version; "" means no replacement.
+    source: str = ""
 
 
 @dataclass(frozen=True, slots=True)
 class IndexReport:
     documents_added: int = 0
     documents_unchanged: int = 0
+    documents_replaced: int = 0
     chunks_written: int = 0
+    entity_mentions: int = 0
+    relation_mentions: int = 0
+    model_calls: int = 0
     doc_ids: tuple[str, ...] = ()
 
 
@@ -38,10 +46,22 @@ class DocumentLoader(Protocol):
 
     def load(self, path: Path) -> list[SourceDocument]: ...
 
+    def load_bytes(self, name: str, data: bytes) -> list[SourceDocument]:
+        """Documents from an uploaded file's name and content."""
+        ...
+
 
 class KnowledgeIndexer(Protocol):
     async def index(
         self, kb: KnowledgeBase, documents: Sequence[SourceDocument], progress: ProgressCallback | None = None
     ) -> IndexReport:
-        """Chunk, embed and store; unchanged documents (same content hash) are skipped."""
+        """Chunk, extract, embed and store; unchanged documents (same content hash) are skipped."""
         ...
+
+    async def delete_document(self, kb: KnowledgeBase, doc_id: str) -> bool:
+        """Remove a document and everything only it supported; False if there was none."""
+        ...
+
+    async def get_document(self, kb: KnowledgeBase, doc_id: str) -> DocumentRecord | None: ...
+
+    async def list_documents(self, kb: KnowledgeBase) -> list[DocumentRecord]: ...

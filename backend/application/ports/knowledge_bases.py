@@ -1,4 +1,4 @@
-"""The KB registry as the use cases see it."""
+"""The KB registry as the use cases see it: KBs from the registry file and KBs created at run time."""
 
 from __future__ import annotations
 
@@ -9,8 +9,12 @@ from backend.domain.knowledge_base import KnowledgeBase
 
 
 class KnowledgeBaseCatalog(Protocol):
-    def get(self, kb_prefix: str) -> KnowledgeBase | None:
+    async def get(self, kb_prefix: str) -> KnowledgeBase | None:
         """Look a KB up by prefix; `""` and `"default"` mean the default KB."""
         ...
 
-    def list(self) -> Sequence[KnowledgeBase]: ...
+    async def list(self) -> Sequence[KnowledgeBase]: ...
+
+    async def create(self, kb: KnowledgeBase) -> KnowledgeBase:
+        """Register a KB durably; `Conflict` if the prefix is taken."""
+        ...

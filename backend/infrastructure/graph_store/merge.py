@@ -14,7 +14,9 @@ from dataclasses import dataclass
 from backend.domain.graph import EntityMention, RelationMention
 
 MAX_DESCRIPTION_CHARS = 1200
-UNKNOWN_TYPE = "unknown"
+# The extractors' fallback type; a specific type from any mention beats it.
+FALLBACK_TYPE = "other"
+_UNSPECIFIC_TYPES = frozenset({"", "other", "unknown"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -55,10 +57,10 @@ def _joined_descriptions(descriptions: Iterable[str]) -> str:
 
 def merge_entity(mentions: Sequence[EntityMention]) -> MergedEntity:
     ordered = sorted(mentions, key=lambda m: (m.chunk_id, m.name))
-    types = [m.type.strip().lower() for m in ordered if m.type.strip().lower() not in ("", UNKNOWN_TYPE)]
+    types = [m.type.strip().lower() for m in ordered if m.type.strip().lower() not in _UNSPECIFIC_TYPES]
     return MergedEntity(
         name=_most_common(m.name.strip() for m in ordered),
-        type=_most_common(types) or UNKNOWN_TYPE,
+        type=_most_common(types) or FALLBACK_TYPE,
         description=_joined_descriptions(m.description for m in ordered),
         mention_count=len({m.chunk_id for m in ordered}),
     )

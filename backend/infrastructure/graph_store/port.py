@@ -90,7 +90,8 @@ class GraphStore(GraphReader, Protocol):
         self, kb: str, communities: Sequence[CommunityRecord], vectors: Mapping[str, Vector]
     ) -> None:
         """Atomically make `communities` the KB's whole community set (memberships and PARENT links
-        included). `vectors` holds a summary embedding per community id."""
+        included). `vectors` holds summary embeddings for communities whose id is new to the KB; a
+        community whose id already exists keeps its stored embedding when `vectors` has none for it."""
         ...
 
     async def counts(self, kb: str) -> GraphCounts: ...

@@ -9,6 +9,7 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
 from backend.application.ports.generation import GeneratedAnswer, GenerationRequest
+from backend.application.ports.retrieval import RetrievalOutcome
 from backend.domain.errors import GraphRagError, InvalidWorkerName, RetrievalFailed
 from backend.domain.retrieval import AgentRun, RagRunSpec, RetrievalResult
 from backend.domain.worker_name import ParsedWorkerName, parse_worker_name
@@ -42,9 +43,9 @@ class RagManager:
         self._limits = limits
         self._handlers = handlers or KnowledgeBaseHandlerFactory()
 
-    def resolve_plan(self, plan: Sequence[RagRunSpec], kb_prefix: str) -> list[ParsedWorkerName]:
+    async def resolve_plan(self, plan: Sequence[RagRunSpec], kb_prefix: str) -> list[ParsedWorkerName]:
         """Validate every spec up front (unknown KB or agent → a 4xx-type error, nothing runs)."""
-        return [self._pool.resolve(self._worker_for(spec, kb_prefix)) for spec in plan]
+        return [await self._pool.resolve(self._worker_for(spec, kb_prefix)) for spec in plan]
 
     @staticmethod
     def _worker_for(spec: RagRunSpec, kb_prefix: str) -> ParsedWorkerName:
@@ -60,8 +61,9 @@ class RagManager:
 
     async def iter_runs(self, request: GenerationRequest) -> AsyncGenerator[AgentRun, None]:
         """Yield each agent's run as it completes. Leaving early cancels the agents still running."""
-        workers = self.resolve_plan(request.plan, request.kb_prefix)
-        tasks = [asyncio.create_task(self._run_one(worker, request)) for worker in workers]
+        workers = await self.resolve_plan(request.plan, request.kb_prefix)
+        thread_id = request.context.thread_id
+        tasks = [asyncio.create_task(self._run_one(worker, request.message, thread_id)) for worker in workers]
         try:
             for next_done in asyncio.as_completed(tasks):
                 yield await next_done
@@ -70,13 +72,13 @@ class RagManager:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _run_one(self, worker: ParsedWorkerName, request: GenerationRequest) -> AgentRun:
+    async def _run_one(self, worker: ParsedWorkerName, query: str, thread_id: str) -> AgentRun:
         started = time.perf_counter()
         worker_name = worker.pool_key
         try:
             agent = await self._pool.get_agent(worker)
             async with asyncio.timeout(self._limits.agent_timeout_s):
-                trace = await agent.retrieve_with_trace(request.message, request.context.thread_id)
+                trace = await agent.retrieve_with_trace(query, thread_id)
             results = tuple(RetrievalResult.from_dict(item) for item in trace["retrieval_results"])
             return AgentRun(
                 worker.agent_type,
@@ -88,7 +90,7 @@ class RagManager:
             )
         except TimeoutError:
             message = f"{worker.agent_type} timed out after {self._limits.agent_timeout_s:g}s"
-            logger.warning("retrieval %s for request %s: %s", worker_name, request.context.request_id, message)
+            logger.warning("retrieval %s (thread %s): %s", worker_name, thread_id, message)
             return AgentRun(worker.agent_type, worker_name, duration_ms=_elapsed_ms(started), error=message)
         except GraphRagError as error:
             logger.warning("retrieval %s failed: %s", worker_name, error.message)
@@ -103,15 +105,23 @@ class RagManager:
             raise RetrievalFailed("retrieval failed: " + "; ".join(run.error or "" for run in runs))
         return aggregate(runs, self._limits.context_token_budget, self._limits.max_evidence)
 
-    async def retrieve(self, request: GenerationRequest) -> tuple[list[AgentRun], list[RetrievalResult]]:
+    async def retrieve_plan(self, request: GenerationRequest) -> tuple[list[AgentRun], list[RetrievalResult]]:
         runs = [run async for run in self.iter_runs(request)]
         return runs, self.aggregate(runs)
+
+    async def retrieve(self, kb_prefix: str, agent_type: str, query: str, thread_id: str) -> RetrievalOutcome:
+        """One agent's evidence, without generation (implements the `Retriever` port)."""
+        worker = await self._pool.resolve(ParsedWorkerName(kb_prefix, agent_type))
+        run = await self._run_one(worker, query, thread_id)
+        if run.error is not None:
+            raise RetrievalFailed(run.error)
+        return RetrievalOutcome(run.agent_type, run.worker_name, run.results, run.reference, run.duration_ms)
 
     async def run(self, request: GenerationRequest) -> GeneratedAnswer:
         handler = self._handlers.get(request.kb_prefix)
         if handler is not None:
             return await handler.run(request)
-        runs, evidence = await self.retrieve(request)
+        runs, evidence = await self.retrieve_plan(request)
         text = await self._generator.complete(request, evidence)
         return GeneratedAnswer(text, self._generator.mode, to_citations(evidence), tuple(runs))
 

@@ -51,24 +51,21 @@ def _confidence(best: _Score, runner_up: _Score | None) -> float:
     return round(confidence, 3)
 
 
-class HeuristicIntentDetector:
-    def __init__(self, knowledge_bases: Sequence[KnowledgeBase]) -> None:
-        self._kbs = tuple(knowledge_bases)
-
-    def detect(self, message: str) -> IntentGuess:
-        message_lower = message.lower()
-        message_terms = set(index_terms(message))
-        message_content = set(content_terms(message))
-        scores = sorted(
-            (_score(kb, message_lower, message_terms, message_content) for kb in self._kbs),
-            key=lambda score: score.value,
-            reverse=True,
-        )
-        if not scores or scores[0].value == 0:
-            return IntentGuess("", 0.0, RouteMethod.HEURISTIC, "no knowledge base keyword or topic matched")
-        best = scores[0]
-        runner_up = scores[1] if len(scores) > 1 else None
-        return IntentGuess(best.kb_prefix, _confidence(best, runner_up), RouteMethod.HEURISTIC, _reason(best))
+def detect_intent(message: str, knowledge_bases: Sequence[KnowledgeBase]) -> IntentGuess:
+    """Score every KB's keywords and description against the message."""
+    message_lower = message.lower()
+    message_terms = set(index_terms(message))
+    message_content = set(content_terms(message))
+    scores = sorted(
+        (_score(kb, message_lower, message_terms, message_content) for kb in knowledge_bases),
+        key=lambda score: score.value,
+        reverse=True,
+    )
+    if not scores or scores[0].value == 0:
+        return IntentGuess("", 0.0, RouteMethod.HEURISTIC, "no knowledge base keyword or topic matched")
+    best = scores[0]
+    runner_up = scores[1] if len(scores) > 1 else None
+    return IntentGuess(best.kb_prefix, _confidence(best, runner_up), RouteMethod.HEURISTIC, _reason(best))
 
 
 def _reason(score: _Score) -> str:

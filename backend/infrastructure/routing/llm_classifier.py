@@ -54,11 +54,9 @@ def parse_routing_reply(text: str, known_prefixes: set[str]) -> IntentGuess:
 
 
 class LlmIntentClassifier:
-    def __init__(self, model: ChatModel, knowledge_bases: Sequence[KnowledgeBase]) -> None:
+    def __init__(self, model: ChatModel) -> None:
         self._model = model
-        self._kbs = tuple(knowledge_bases)
-        self._known = {kb.kb_prefix for kb in self._kbs}
 
-    async def classify(self, message: str) -> IntentGuess:
-        reply = await self._model.complete(build_routing_prompt(message, self._kbs))
-        return parse_routing_reply(reply, self._known)
+    async def classify(self, message: str, knowledge_bases: Sequence[KnowledgeBase]) -> IntentGuess:
+        reply = await self._model.complete(build_routing_prompt(message, knowledge_bases))
+        return parse_routing_reply(reply, {kb.kb_prefix for kb in knowledge_bases})

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any, TypedDict
 
@@ -16,10 +17,10 @@ from langgraph.graph import END, START, StateGraph
 from backend.application.ports.knowledge_bases import KnowledgeBaseCatalog
 from backend.domain.agent_types import DEFAULT_AGENT_TYPE, is_known_agent_type
 from backend.domain.errors import UnknownAgentType, UnknownKnowledgeBase
-from backend.domain.knowledge_base import GENERAL_KB
+from backend.domain.knowledge_base import GENERAL_KB, KnowledgeBase
 from backend.domain.routing import RouteDecision, RouteMethod
 from backend.domain.worker_name import format_worker_name
-from backend.infrastructure.routing.heuristic import CONFIDENT, HeuristicIntentDetector
+from backend.infrastructure.routing.heuristic import CONFIDENT, detect_intent
 from backend.infrastructure.routing.intent import IntentGuess
 from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier
 
@@ -58,7 +59,6 @@ class RouterGraph:
     ) -> None:
         self._catalog = catalog
         self._policy = policy
-        self._heuristic = HeuristicIntentDetector(catalog.list())
         self._classifier = classifier
         self._graph = self._build()
 
@@ -76,7 +76,7 @@ class RouterGraph:
     async def route(
         self, *, message: str, session_id: str, requested_kb: str | None, agent_type: str | None
     ) -> RouteDecision:
-        requested = self._canonical_requested_kb((requested_kb or "").strip())
+        requested = await self._canonical_requested_kb((requested_kb or "").strip())
         requested_agent = (agent_type or "").strip()
         if requested_agent and not is_known_agent_type(requested_agent):
             raise UnknownAgentType(f"unknown agent_type {requested_agent!r}")
@@ -97,10 +97,10 @@ class RouterGraph:
             worker_name=final.get("worker_name", ""),
         )
 
-    def _canonical_requested_kb(self, requested: str) -> str:
+    async def _canonical_requested_kb(self, requested: str) -> str:
         if requested in ("", GENERAL_KB):
             return requested
-        kb = self._catalog.get(requested)
+        kb = await self._catalog.get(requested)
         if kb is None:
             raise UnknownKnowledgeBase(f"unknown knowledge base {requested!r}")
         return kb.kb_prefix
@@ -108,9 +108,10 @@ class RouterGraph:
     # -- nodes -------------------------------------------------------------------------------
 
     async def _intent_detect(self, state: RouteState) -> RouteState:
-        guess = self._heuristic.detect(state["message"])
+        knowledge_bases = await self._catalog.list()
+        guess = detect_intent(state["message"], knowledge_bases)
         if guess.confidence < CONFIDENT and self._model_can_change_outcome(state):
-            guess = await self._classify_with_model(state["message"], guess)
+            guess = await self._classify_with_model(state["message"], knowledge_bases, guess)
         return {
             "routed_kb_prefix": guess.kb_prefix,
             "confidence": guess.confidence,
@@ -126,11 +127,13 @@ class RouterGraph:
             return False
         return not requested or self._policy.allow_override
 
-    async def _classify_with_model(self, message: str, heuristic: IntentGuess) -> IntentGuess:
+    async def _classify_with_model(
+        self, message: str, knowledge_bases: Sequence[KnowledgeBase], heuristic: IntentGuess
+    ) -> IntentGuess:
         assert self._classifier is not None
         try:
             async with asyncio.timeout(self._policy.llm_timeout_s):
-                return await self._classifier.classify(message)
+                return await self._classifier.classify(message, knowledge_bases)
         except TimeoutError:
             reason = f"model routing timed out after {self._policy.llm_timeout_s:g}s"
             return IntentGuess(heuristic.kb_prefix, 0.0, RouteMethod.TIMEOUT, reason)
@@ -156,6 +159,6 @@ class RouterGraph:
         kb_prefix = state.get("kb_prefix", GENERAL_KB)
         if kb_prefix == GENERAL_KB:
             return {"worker_name": ""}
-        kb = self._catalog.get(kb_prefix)
+        kb = await self._catalog.get(kb_prefix)
         agent_type = state.get("agent_type") or (kb.default_agent if kb else "") or DEFAULT_AGENT_TYPE
         return {"worker_name": format_worker_name(kb_prefix, agent_type)}

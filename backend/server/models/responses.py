@@ -100,17 +100,3 @@ class ClearResponse(BaseModel):
 class FeedbackResponse(BaseModel):
     status: str = "ok"
     feedback_id: str
-
-
-class KnowledgeBaseOut(BaseModel):
-    kb_prefix: str
-    description: str
-    keywords: list[str]
-    language: str
-    default_agent: str
-
-
-class KnowledgeBasesResponse(BaseModel):
-    knowledge_bases: list[KnowledgeBaseOut]
-    agent_types: list[str]
-    generation_mode: str

@@ -41,11 +41,11 @@ class RAGAgentManager:
     def __len__(self) -> int:
         return len(self._agents)
 
-    def resolve(self, worker: ParsedWorkerName) -> ParsedWorkerName:
+    async def resolve(self, worker: ParsedWorkerName) -> ParsedWorkerName:
         """Validate a worker and return it with the KB's canonical prefix; raise a 4xx-type error otherwise."""
         if worker.agent_mode != RETRIEVE_ONLY:
             raise InvalidWorkerName(f"unsupported agent_mode {worker.agent_mode!r}")
-        kb = self._catalog.get(worker.kb_prefix)
+        kb = await self._catalog.get(worker.kb_prefix)
         if kb is None:
             raise UnknownKnowledgeBase(f"unknown knowledge base {worker.kb_prefix!r}")
         if not is_known_agent_type(worker.agent_type):
@@ -58,7 +58,7 @@ class RAGAgentManager:
         return ParsedWorkerName(kb.kb_prefix, worker.agent_type, RETRIEVE_ONLY)
 
     async def get_agent(self, worker: ParsedWorkerName) -> RetrievalAgent:
-        resolved = self.resolve(worker)
+        resolved = await self.resolve(worker)
         key = resolved.pool_key
         agent = self._agents.get(key)
         if agent is not None:
@@ -67,7 +67,7 @@ class RAGAgentManager:
         async with self._lock:  # one build per key even when many requests arrive together
             agent = self._agents.get(key)
             if agent is None:
-                kb = self._catalog.get(resolved.kb_prefix)
+                kb = await self._catalog.get(resolved.kb_prefix)
                 assert kb is not None  # resolve() checked it
                 agent = self._builders[resolved.agent_type](kb, self._resources)
                 self._agents[key] = agent

@@ -1,29 +1,122 @@
-"""GET /api/v1/kbs: the configured knowledge bases and the agent types this deployment serves."""
+"""Knowledge bases: list and create them; ingest, list, get and delete documents; retrieve (admin writes)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from typing import Annotated
 
-from backend.server.deps import PrincipalDep, ServicesDep
-from backend.server.models.responses import KnowledgeBaseOut, KnowledgeBasesResponse
+from fastapi import APIRouter, File, Request, Response, UploadFile, status
+from fastapi.exceptions import RequestValidationError
+from pydantic import ValidationError
 
-router = APIRouter(prefix="/api/v1", tags=["knowledge bases"])
+from backend.application.ports.ingestion import SourceDocument
+from backend.domain.errors import InvalidRequest
+from backend.server.deps import AdminDep, PrincipalDep, ServicesDep
+from backend.server.models.knowledge import (
+    CreateKnowledgeBase,
+    DocumentOut,
+    DocumentsResponse,
+    IngestRequest,
+    IngestResponse,
+    KnowledgeBaseOut,
+    KnowledgeBasesResponse,
+    RetrieveRequest,
+    RetrieveResponse,
+)
+
+router = APIRouter(prefix="/api/v1/kbs", tags=["knowledge bases"])
+
+DOCUMENTS_BODY = {
+    "content": {
+        "application/json": {"schema": IngestRequest.model_json_schema()},
+        "multipart/form-data": {
+            "schema": {
+                "type": "object",
+                "properties": {"files": {"type": "array", "items": {"type": "string", "format": "binary"}}},
+            }
+        },
+    },
+    "required": True,
+}
 
 
-@router.get("/kbs", response_model=KnowledgeBasesResponse)
+@router.get("", response_model=KnowledgeBasesResponse)
 async def list_knowledge_bases(services: ServicesDep, principal: PrincipalDep) -> KnowledgeBasesResponse:
-    del principal  # authentication only
+    del principal  # any authenticated caller may list
     return KnowledgeBasesResponse(
-        knowledge_bases=[
-            KnowledgeBaseOut(
-                kb_prefix=kb.kb_prefix,
-                description=kb.description,
-                keywords=list(kb.keywords),
-                language=kb.language,
-                default_agent=kb.default_agent,
-            )
-            for kb in services.catalog.list()
-        ],
+        knowledge_bases=[KnowledgeBaseOut.of(kb) for kb in await services.knowledge.list_kbs()],
         agent_types=sorted(services.agent_types),
         generation_mode=services.generation_mode,
     )
+
+
+@router.post("", response_model=KnowledgeBaseOut, status_code=status.HTTP_201_CREATED)
+async def create_knowledge_base(body: CreateKnowledgeBase, services: ServicesDep, admin: AdminDep) -> KnowledgeBaseOut:
+    if body.default_agent not in services.agent_types:
+        raise InvalidRequest(f"default_agent must be one of: {', '.join(sorted(services.agent_types))}")
+    return KnowledgeBaseOut.of(await services.knowledge.create_kb(body.to_domain()))
+
+
+async def _documents_from(
+    request: Request, services: ServicesDep, files: list[UploadFile] | None
+) -> list[SourceDocument]:
+    if files:
+        documents: list[SourceDocument] = []
+        for upload in files:
+            documents.extend(services.knowledge.load_upload(upload.filename or "upload.txt", await upload.read()))
+        return documents
+    if request.headers.get("content-type", "").startswith("application/json"):
+        try:
+            body = IngestRequest.model_validate_json(await request.body())
+        except ValidationError as error:
+            # The body is read by hand (it may be multipart instead), so report it as FastAPI would.
+            raise RequestValidationError(error.errors(include_url=False)) from error
+        return [document.to_source() for document in body.documents]
+    raise InvalidRequest("send JSON {\"documents\": [...]} or multipart files in the field 'files'")
+
+
+@router.post(
+    "/{kb_prefix}/documents",
+    response_model=IngestResponse,
+    status_code=status.HTTP_201_CREATED,
+    openapi_extra={"requestBody": DOCUMENTS_BODY},
+)
+async def ingest_documents(
+    kb_prefix: str,
+    request: Request,
+    services: ServicesDep,
+    admin: AdminDep,
+    files: Annotated[list[UploadFile] | None, File(description="txt, md, pdf, docx, json, jsonl")] = None,
+) -> IngestResponse:
+    documents = await _documents_from(request, services, files)
+    if not documents:
+        raise InvalidRequest("no document with text was found in the request")
+    report = await services.knowledge.ingest(kb_prefix, documents)
+    return IngestResponse.of(kb_prefix, report)
+
+
+@router.get("/{kb_prefix}/documents", response_model=DocumentsResponse)
+async def list_documents(kb_prefix: str, services: ServicesDep, principal: PrincipalDep) -> DocumentsResponse:
+    del principal
+    documents = await services.knowledge.list_documents(kb_prefix)
+    return DocumentsResponse(kb_prefix=kb_prefix, documents=[DocumentOut.of(d) for d in documents])
+
+
+@router.get("/{kb_prefix}/documents/{doc_id}", response_model=DocumentOut)
+async def get_document(kb_prefix: str, doc_id: str, services: ServicesDep, principal: PrincipalDep) -> DocumentOut:
+    del principal
+    return DocumentOut.of(await services.knowledge.get_document(kb_prefix, doc_id))
+
+
+@router.delete("/{kb_prefix}/documents/{doc_id}", status_code=status.HTTP_204_NO_CONTENT)
+async def delete_document(kb_prefix: str, doc_id: str, services: ServicesDep, admin: AdminDep) -> Response:
+    await services.knowledge.delete_document(kb_prefix, doc_id)
+    return Response(status_code=status.HTTP_204_NO_CONTENT)
+
+
+@router.post("/{kb_prefix}/retrieve", response_model=RetrieveResponse)
+async def retrieve(
+    kb_prefix: str, body: RetrieveRequest, services: ServicesDep, principal: PrincipalDep
+) -> RetrieveResponse:
+    del principal
+    outcome = await services.retrieval.retrieve(kb_prefix, body.query, body.agent_type, body.top_k)
+    return RetrieveResponse.of(kb_prefix, outcome)

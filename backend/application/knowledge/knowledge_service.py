@@ -1,0 +1,70 @@
+"""Knowledge bases and their documents: create a KB, ingest, list, get and delete documents."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from pathlib import Path
+
+from backend.application.ports.ingestion import (
+    DocumentLoader,
+    IndexReport,
+    KnowledgeIndexer,
+    ProgressCallback,
+    SourceDocument,
+)
+from backend.application.ports.knowledge_bases import KnowledgeBaseCatalog
+from backend.domain.errors import InvalidRequest, NotFound, UnknownKnowledgeBase
+from backend.domain.graph import DocumentRecord
+from backend.domain.knowledge_base import KnowledgeBase
+
+MAX_DOCUMENTS_PER_REQUEST = 1000
+
+
+class KnowledgeService:
+    def __init__(self, catalog: KnowledgeBaseCatalog, loader: DocumentLoader, indexer: KnowledgeIndexer) -> None:
+        self._catalog = catalog
+        self._loader = loader
+        self._indexer = indexer
+
+    async def _kb(self, kb_prefix: str) -> KnowledgeBase:
+        kb = await self._catalog.get(kb_prefix)
+        if kb is None:
+            raise UnknownKnowledgeBase(f"unknown knowledge base {kb_prefix!r}")
+        return kb
+
+    async def create_kb(self, kb: KnowledgeBase) -> KnowledgeBase:
+        return await self._catalog.create(kb)
+
+    async def list_kbs(self) -> Sequence[KnowledgeBase]:
+        return await self._catalog.list()
+
+    def load_files(self, paths: Sequence[Path]) -> list[SourceDocument]:
+        """Every document in the supported files under `paths`, each keyed by its file path."""
+        return [document for file in self._loader.files(paths) for document in self._loader.load(file)]
+
+    def load_upload(self, name: str, data: bytes) -> list[SourceDocument]:
+        return self._loader.load_bytes(name, data)
+
+    async def ingest(
+        self, kb_prefix: str, documents: Sequence[SourceDocument], progress: ProgressCallback | None = None
+    ) -> IndexReport:
+        kb = await self._kb(kb_prefix)
+        if len(documents) > MAX_DOCUMENTS_PER_REQUEST:
+            raise InvalidRequest(f"at most {MAX_DOCUMENTS_PER_REQUEST} documents per request")
+        for document in documents:
+            if not document.text.strip():
+                raise InvalidRequest(f"document {document.title[:80]!r} has no text")
+        return await self._indexer.index(kb, documents, progress)
+
+    async def list_documents(self, kb_prefix: str) -> list[DocumentRecord]:
+        return await self._indexer.list_documents(await self._kb(kb_prefix))
+
+    async def get_document(self, kb_prefix: str, doc_id: str) -> DocumentRecord:
+        document = await self._indexer.get_document(await self._kb(kb_prefix), doc_id)
+        if document is None:
+            raise NotFound(f"no document {doc_id[:80]!r} in knowledge base {kb_prefix!r}")
+        return document
+
+    async def delete_document(self, kb_prefix: str, doc_id: str) -> None:
+        if not await self._indexer.delete_document(await self._kb(kb_prefix), doc_id):
+            raise NotFound(f"no document {doc_id[:80]!r} in knowledge base {kb_prefix!r}")

@@ -1,0 +1,104 @@
+"""fusion_agent: several agents run concurrently, their results fused by reciprocal rank fusion.
+
+Results are deduplicated by `result_id` (stable across agents: `chunk:<id>`, `entity:<id>`, ...);
+each fused result remembers which agents found it and at which rank. Chunks and the other evidence
+(entities, relations, communities) are fused per granularity, chunks first since answers cite chunks,
+then up to `other_limit` of each other granularity.
+An agent that fails is logged and left out; the fusion fails only when every agent fails.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Sequence
+from typing import Any
+
+from backend.domain.agent_types import AgentType
+from backend.domain.retrieval import Granularity, RetrievalResult
+from backend.graphrag_agent.agents.common import all_of, build_context, log_retrieval, merge_references, unit
+from backend.graphrag_agent.fusion import reciprocal_rank_fusion
+from backend.graphrag_agent.ports import AgentTrace, RetrievalAgent
+
+logger = logging.getLogger(__name__)
+
+
+class FusionAgent:
+    """Retrieve-only fusion of other agents over the same KB (SPEC §9); keeps no per-request state."""
+
+    def __init__(self, agents: Sequence[RetrievalAgent], top_k: int = 8, other_limit: int | None = None) -> None:
+        if not agents:
+            raise ValueError("fusion needs at least one agent")
+        if top_k < 1:
+            raise ValueError("top_k must be at least 1")
+        self._agents = tuple(agents)
+        self._top_k = top_k
+        self._other_limit = max(2, top_k // 2) if other_limit is None else other_limit
+
+    @property
+    def agent_type(self) -> str:
+        return AgentType.FUSION.value
+
+    @property
+    def agents(self) -> tuple[RetrievalAgent, ...]:
+        return self._agents
+
+    async def retrieve_with_trace(self, query: str, thread_id: str) -> AgentTrace:
+        started = time.perf_counter()
+        outcomes = await all_of(_attempt(agent, query, thread_id) for agent in self._agents)
+        traces = [
+            (a.agent_type, t) for a, t in zip(self._agents, outcomes, strict=True) if not isinstance(t, Exception)
+        ]
+        if not traces:
+            raise next(error for error in outcomes if isinstance(error, Exception))
+        results = [
+            result
+            for granularity in Granularity
+            for result in self._fuse(traces, granularity)[: self._limit(granularity)]
+        ]
+        log_retrieval(
+            logger, self.agent_type, "", thread_id, started, len(results), agents=len(self._agents), ok=len(traces)
+        )
+        return {
+            "context": build_context(results),
+            "retrieval_results": [result.to_dict() for result in results],
+            "reference": merge_references(trace["reference"] for _, trace in traces),
+        }
+
+    def _limit(self, granularity: Granularity) -> int:
+        return self._top_k if granularity is Granularity.CHUNK else self._other_limit
+
+    def _fuse(self, traces: Sequence[tuple[str, AgentTrace]], granularity: Granularity) -> list[RetrievalResult]:
+        """One granularity of every trace fused; each result keeps its first-seen form."""
+        lists: list[list[str]] = []
+        first_seen: dict[str, dict[str, Any]] = {}
+        for _, trace in traces:
+            wanted = [r for r in trace["retrieval_results"] if r.get("granularity") == granularity.value]
+            lists.append([str(r["result_id"]) for r in wanted])
+            for raw in wanted:
+                first_seen.setdefault(str(raw["result_id"]), raw)
+        names = [agent_type for agent_type, _ in traces]
+        return [
+            self._result(first_seen[item.item_id], item.score, names, item.ranks)
+            for item in reciprocal_rank_fusion(lists)
+        ]
+
+    def _result(
+        self, raw: dict[str, Any], score: float, names: Sequence[str], ranks: tuple[int | None, ...]
+    ) -> RetrievalResult:
+        found = {name: rank for name, rank in zip(names, ranks, strict=True) if rank is not None}
+        metadata = dict(raw.get("metadata") or {}) | {
+            "agent_type": self.agent_type,
+            "found_by": list(found),
+            "fusion_ranks": found,
+        }
+        return RetrievalResult.from_dict({**raw, "score": unit(score), "metadata": metadata})
+
+
+async def _attempt(agent: RetrievalAgent, query: str, thread_id: str) -> AgentTrace | Exception:
+    """The agent's trace, or its error: one failing agent must not sink the others (cancellation still does)."""
+    try:
+        return await agent.retrieve_with_trace(query, thread_id)
+    except Exception as error:
+        logger.warning("fusion: %s failed for thread %s: %s", agent.agent_type, thread_id, error, exc_info=True)
+        return error

@@ -1,0 +1,254 @@
+"""graph_agent: local search around the question's entities, global search over community summaries.
+
+Local search (SPEC §9): seed entities by name and by vector → their strongest relations and
+neighbours → the chunks that mention them, ranked by weighted mentions. That graph ranking is fused
+(RRF) with the plain chunk searches, so the agent does no worse than chunk retrieval on simple
+questions; the top entities, relations and the seeds' communities follow the chunks as evidence.
+
+Global search ranks community summaries by similarity to the question. The rule that picks it
+depends only on the question and on what the searches found, never on the dataset:
+- the question asks for an overview: wording such as "main themes", "overall", "summarise",
+  "overview", "in general" (or 总结 / 概括 / 主要 ...);
+- or nothing specific matched: no entity linked and no chunk admitted by the plain searches, so
+  community summaries are the only evidence left (kept only above a similarity threshold).
+Otherwise local search. When global search finds no community, local search runs instead.
+"""
+
+from __future__ import annotations
+
+import logging
+import re
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from backend.domain.agent_types import AgentType
+from backend.domain.graph import CommunityRecord
+from backend.domain.retrieval import RetrievalResult
+from backend.graphrag_agent.agents.chunk_search import ChunkCandidate, ChunkRankings, ChunkSearch
+from backend.graphrag_agent.agents.common import build_trace, concurrently, log_retrieval
+from backend.graphrag_agent.agents.local_search import (
+    EntityLinker,
+    EvidenceAssembler,
+    Expansion,
+    GraphExpander,
+    GraphSearchSettings,
+    RankedChunk,
+    Seed,
+)
+from backend.graphrag_agent.fusion import reciprocal_rank_fusion
+from backend.graphrag_agent.ports import (
+    AgentTrace,
+    ChunkHit,
+    CommunityHit,
+    EntityHit,
+    GraphReader,
+    TextEmbedder,
+    Vector,
+)
+
+logger = logging.getLogger(__name__)
+
+_BROAD = re.compile(
+    r"\b(?:main|key|major|central|common|recurring|overall)\s+(?:themes?|topics?|ideas?|points?|trends?|findings?)\b"
+    r"|\bsummar(?:y|ies|ise|ize|ising|izing)\b|\boverview\b|\boverall\b|\bin general\b|\bbig picture\b"
+    r"|\bwhat (?:is|are) (?:this|these|the) (?:documents?|corpus|collection|knowledge base|texts?) about\b"
+    r"|总结|概括|概述|总体|整体|主要内容|主题",
+    re.IGNORECASE,
+)
+
+
+def is_broad_question(query: str) -> bool:
+    """Does the question ask for an overview rather than a fact?"""
+    return _BROAD.search(query) is not None
+
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """The first round of searches with the question."""
+
+    embedding: Vector
+    chunks: ChunkRankings
+    seeds: tuple[Seed, ...]
+    communities: tuple[CommunityHit, ...] = ()  # searched up front only for broad questions
+
+    @property
+    def found_nothing(self) -> bool:
+        return not self.seeds and not self.chunks.fulltext and not self.chunks.vector
+
+
+class GraphSearch:
+    """Question → probe → local or global evidence, for one KB. Shared by the graph and deep-research agents."""
+
+    def __init__(
+        self,
+        kb: str,
+        reader: GraphReader,
+        embedder: TextEmbedder,
+        top_k: int,
+        settings: GraphSearchSettings,
+        agent_type: str,
+    ) -> None:
+        if top_k < 1:
+            raise ValueError("top_k must be at least 1")
+        self.kb = kb
+        self.top_k = top_k
+        self.settings = settings
+        self._reader = reader
+        self._embedder = embedder
+        self.chunk_search = ChunkSearch(
+            kb, reader, settings.candidates, settings.min_similarity, settings.min_term_overlap
+        )
+        self.linker = EntityLinker(kb, reader, settings)
+        self.expander = GraphExpander(kb, reader, settings)
+        self.assembler = EvidenceAssembler(kb, reader, settings, agent_type)
+
+    async def probe(self, query: str, with_communities: bool = False) -> Probe:
+        """Chunk and entity searches by text and by vector, all at once."""
+        (embedding, chunk_vector, entity_vector, communities), chunk_text, entity_text = await concurrently(
+            self._vector_searches(query, with_communities),
+            self.chunk_search.fulltext(query),
+            self.linker.by_name(query),
+        )
+        chunks = self.chunk_search.admit(query, chunk_text, chunk_vector)
+        seeds = self.linker.link(query, entity_text, entity_vector)
+        return Probe(embedding, chunks, tuple(seeds), tuple(communities))
+
+    async def _vector_searches(
+        self, query: str, with_communities: bool
+    ) -> tuple[Vector, list[ChunkHit], list[EntityHit], list[CommunityHit]]:
+        embedding = (await self._embedder.embed([query]))[0]
+        chunk_hits, entity_hits, community_hits = await concurrently(
+            self.chunk_search.vector(embedding),
+            self.linker.by_vector(embedding),
+            self.search_communities(embedding) if with_communities else _nothing(),
+        )
+        return embedding, chunk_hits, entity_hits, community_hits
+
+    async def search_communities(self, embedding: Vector) -> list[CommunityHit]:
+        # Deeper than top_k so an overview can re-rank by importance.
+        return await self._reader.search_communities(self.kb, embedding, None, 3 * self.top_k)
+
+    async def local(self, query: str, probe: Probe) -> tuple[list[RankedChunk], Expansion]:
+        expansion = await self.expander.expand(query, probe.seeds)
+        return self.fuse(probe.chunks, expansion), expansion
+
+    def fuse(
+        self, chunks: ChunkRankings, expansion: Expansion, themes: Sequence[ChunkCandidate] = ()
+    ) -> list[RankedChunk]:
+        """The graph ranking fused with the plain searches (and theme search, if any) by RRF, best first."""
+        candidates = chunks.by_id()
+        graph = {c.hit.chunk_id: c for c in expansion.chunks}
+        hits = {c.hit.chunk_id: c.hit for c in expansion.chunks}
+        hits |= {c.hit.chunk_id: c.hit for c in (*themes, *candidates.values())}
+        fulltext, vector = chunks.id_lists()
+        # The graph ranking weighs as much as the text searches together, which often agree with each other.
+        rankings = [("graph", expansion.chunk_ids(), 1.0), ("fulltext", fulltext, 0.5), ("vector", vector, 0.5)]
+        rankings += [("theme", [c.hit.chunk_id for c in themes], 0.5)] if themes else []
+        present = [ranking for ranking in rankings if ranking[1]]  # scores relative to the lists that found something
+        fused = reciprocal_rank_fusion([ids for _, ids, _ in present], weights=[w for _, _, w in present])
+        ranked = []
+        for item in fused:
+            metadata: dict[str, float | None] = {f"{name}_rank": None for name, _, _ in rankings}
+            metadata |= {f"{name}_rank": rank for (name, _, _), rank in zip(present, item.ranks, strict=True)}
+            if item.item_id in graph:
+                metadata["graph_score"] = round(graph[item.item_id].score, 6)
+            if item.item_id in candidates:
+                metadata |= candidates[item.item_id].trace_metadata()
+            ranked.append(RankedChunk(hits[item.item_id], item.score, metadata))
+        return ranked
+
+    def plain_chunks(self, chunks: ChunkRankings) -> list[RankedChunk]:
+        """The plain searches alone, fused (what naive_rag_agent would return)."""
+        return self.fuse(chunks, Expansion())
+
+    async def local_results(self, query: str, probe: Probe) -> list[RetrievalResult]:
+        ranked, expansion = await self.local(query, probe)
+        top = ranked[: self.top_k]
+        entities, relations = await self.assembler.entities_and_relations(top, expansion)
+        communities = self.assembler.communities(
+            self.assembler.local_communities(query, probe.seeds, expansion), "local"
+        )
+        return self.assembler.chunks(top) + entities + relations + communities
+
+    async def global_search(self, probe: Probe, broad: bool) -> list[RetrievalResult]:
+        """Community evidence when the rule in the module docstring calls for it, else nothing."""
+        if not (broad or probe.found_nothing):
+            return []
+        hits = list(probe.communities) if broad else await self.search_communities(probe.embedding)
+        return self.global_results(probe, hits, broad)
+
+    def global_results(self, probe: Probe, hits: list[CommunityHit], broad: bool) -> list[RetrievalResult]:
+        """Community summaries, then the best plain chunks (answers cite chunks)."""
+        kept = overview_ranking(hits) if broad else similar_communities(hits, self.settings.min_community_similarity)
+        if not kept:
+            return []
+        chunks = self.plain_chunks(probe.chunks)[: max(1, self.top_k // 2)]
+        return self.assembler.communities(kept[: self.top_k], "global") + self.assembler.chunks(chunks)
+
+
+def similar_communities(hits: list[CommunityHit], floor: float) -> list[tuple[CommunityRecord, float]]:
+    return [(hit.community, hit.score) for hit in hits if hit.score >= floor]
+
+
+def overview_ranking(hits: list[CommunityHit]) -> list[tuple[CommunityRecord, float]]:
+    """For an overview question: similarity and importance (community rank) fused.
+
+    Such a question is barely similar to any summary, so no similarity threshold applies.
+    """
+    by_rank = sorted(hits, key=lambda h: (-h.community.rank, h.community.level, h.community.community_id))
+    fused = reciprocal_rank_fusion(
+        [[h.community.community_id for h in hits], [h.community.community_id for h in by_rank]]
+    )
+    records = {h.community.community_id: h.community for h in hits}
+    return [(records[item.item_id], item.score) for item in fused]
+
+
+async def _nothing() -> list[CommunityHit]:
+    return []
+
+
+class GraphAgent:
+    """Retrieve-only graph search over one KB (SPEC §9); keeps no per-request state."""
+
+    def __init__(
+        self,
+        kb_prefix: str,
+        reader: GraphReader,
+        embedder: TextEmbedder,
+        top_k: int = 8,
+        settings: GraphSearchSettings | None = None,
+    ) -> None:
+        self._search = GraphSearch(
+            kb_prefix, reader, embedder, top_k, settings or GraphSearchSettings(), self.agent_type
+        )
+
+    @property
+    def agent_type(self) -> str:
+        return AgentType.GRAPH.value
+
+    @property
+    def kb_prefix(self) -> str:
+        return self._search.kb
+
+    async def retrieve_with_trace(self, query: str, thread_id: str) -> AgentTrace:
+        started = time.perf_counter()
+        if not query.strip():
+            return build_trace([])
+        broad = is_broad_question(query)
+        probe = await self._search.probe(query, with_communities=broad)
+        results = await self._search.global_search(probe, broad)
+        mode = "global" if results else "local"
+        if not results:
+            results = await self._search.local_results(query, probe)
+        log_retrieval(
+            logger,
+            self.agent_type,
+            self._search.kb,
+            thread_id,
+            started,
+            len(results),
+            mode=mode,
+            seeds=len(probe.seeds),
+        )
+        return build_trace(results)

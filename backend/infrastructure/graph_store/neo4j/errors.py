@@ -1,0 +1,75 @@
+"""Driver errors translated into `StoreUnavailable` at the adapter's boundary.
+
+Every exception of the `neo4j` package derives from `GqlError`; socket errors can surface as `OSError`.
+Messages name the operation and the server (without credentials) and never carry the password.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+from urllib.parse import urlsplit, urlunsplit
+
+from neo4j.exceptions import (
+    AuthError,
+    ClientError,
+    ConfigurationError,
+    ConnectionPoolError,
+    DatabaseError,
+    GqlError,
+    Neo4jError,
+    ServiceUnavailable,
+    SessionExpired,
+    TransientError,
+)
+
+from backend.domain.errors import StoreUnavailable
+
+# What the adapter catches: everything the driver raises, plus raw socket errors.
+DRIVER_ERRORS: Final = (GqlError, OSError)
+
+_MAX_DETAIL = 300
+
+# Most specific first: the first match names the kind of failure.
+_KINDS: Final[tuple[tuple[type[BaseException], str], ...]] = (
+    (AuthError, "authentication was refused"),
+    (ServiceUnavailable, "the server cannot be reached"),
+    (SessionExpired, "the connection was lost"),
+    (ConnectionPoolError, "no connection became free in time"),
+    (TransientError, "a transient failure outlasted the retries"),
+    (DatabaseError, "the server failed"),
+    (ClientError, "the server refused the request"),
+    (ConfigurationError, "the driver is misconfigured"),
+    (OSError, "a network error occurred"),
+)
+
+
+def public_uri(uri: str) -> str:
+    """The URI without user info (a password can hide there), for messages and logs."""
+    try:
+        parts = urlsplit(uri)
+        host = parts.hostname or ""
+        netloc = f"{host}:{parts.port}" if parts.port else host
+        return urlunsplit((parts.scheme, netloc, parts.path, "", ""))
+    except ValueError:
+        return "<unparsable Neo4j URI>"
+
+
+def store_unavailable(
+    exc: BaseException, operation: str, server: str, secrets: tuple[str, ...] = ()
+) -> StoreUnavailable:
+    """The domain error for a driver error raised while doing `operation` against `server`."""
+    kind = next((text for cls, text in _KINDS if isinstance(exc, cls)), "the driver failed")
+    detail = _detail(exc)
+    for secret in secrets:
+        if len(secret) >= 4:  # a very short secret would redact ordinary words
+            detail = detail.replace(secret, "***")
+    return StoreUnavailable(f"Neo4j at {server}: {operation} failed: {kind} ({type(exc).__name__}: {detail})")
+
+
+def _detail(exc: BaseException) -> str:
+    if isinstance(exc, Neo4jError):
+        text = f"{exc.code}: {exc.message}" if exc.code else str(exc.message or "")
+    else:
+        text = str(exc)
+    text = " ".join(text.split())
+    return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"

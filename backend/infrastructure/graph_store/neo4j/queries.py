@@ -1,0 +1,399 @@
+"""Every Cypher statement of the Neo4j GraphStore, as named constants.
+
+Labels, relationship types, property keys and index names are fixed here; every value a caller supplies
+(KB names, ids, text, vectors, the Lucene query string) is a `$parameter`. Nodes are keyed by `uid`, a
+hash of the pair (kb, id) made in Python, so ids of one KB can never address another KB's nodes, and
+listed by `kbt`, a hash token of the KB (then checked against `kb` itself): indexed values stay small
+whatever the caller's strings.
+
+Graph model (SPEC §8):
+  (:KnowledgeBase {uid, kb, ...registry fields})
+  (:Document {uid, kb, kbt, id, title, metadata, source, skey, chunk_count, created_at})   skey: hash of source
+  (:Chunk {uid, kb, kbt, id, doc_id, ordinal, text, start, end, terms, embedding?, has_embedding})
+      -[:PART_OF]->(:Document), -[:NEXT]->(:Chunk), -[:MENTIONS {name, type, description}]->(:Entity)
+  (:Entity {uid, kb, kbt, id, name, type, description, mention_count, terms, embedding?, has_embedding?})
+      -[:RELATED {kb, description, weight, chunk_ids}]->(:Entity)   (source id < target id)
+      -[:IN_COMMUNITY]->(:Community {uid, kb, kbt, id, level, title, summary, rank, embedding?, has_embedding?})
+  (:Community)-[:PARENT]->(:Community)
+  (:RelationMention {kb, doc, pair, source_id, target_id, chunk_id, description, weight})  internal: one
+      relation as one chunk states it, kept so that deletes can recompute the merged RELATED values;
+      `doc` is its document's uid, `pair` a hash of (kb, source id, target id).
+  (:CommunitySet {uid, kb})  internal: one per KB, locked by `replace_communities`.
+The fulltext indexes cover `kbt` too, so that Lucene itself scopes a search to its KB. `embedding` is
+absent for a zero vector (cosine is undefined there); `has_embedding` says a vector was given at all.
+"""
+
+from __future__ import annotations
+
+from typing import Final
+
+# -- index names (schema.py creates them) --------------------------------------------------------------------
+
+CHUNK_FULLTEXT_INDEX: Final = "graphrag_chunk_terms"
+ENTITY_FULLTEXT_INDEX: Final = "graphrag_entity_terms"
+CHUNK_VECTOR_INDEX: Final = "graphrag_chunk_embedding"
+ENTITY_VECTOR_INDEX: Final = "graphrag_entity_embedding"
+COMMUNITY_VECTOR_INDEX: Final = "graphrag_community_embedding"
+
+# -- projections shared by searches and lookups (`n` is the node, `score` its score) --------------------------
+
+_CHUNK_FIELDS = """MATCH (n)-[:PART_OF]->(d:Document)
+RETURN n.id AS id, d.id AS doc_id, d.title AS title, n.text AS text, n.ordinal AS ordinal, score"""
+_ENTITY_FIELDS = """RETURN n.id AS id, n.name AS name, n.type AS type, n.description AS description,
+    n.mention_count AS mention_count, score"""
+_COMMUNITY_FIELDS = """RETURN n.id AS id, n.level AS level, n.title AS title, n.summary AS summary, n.rank AS rank,
+    head([(n)-[:PARENT]->(p:Community) | p.id]) AS parent_id,
+    COLLECT { MATCH (e:Entity)-[:IN_COMMUNITY]->(n) RETURN e.id } AS members, score"""
+_DOCUMENT_FIELDS = """RETURN d.id AS id, d.title AS title, d.metadata AS metadata, d.source AS source,
+    d.chunk_count AS chunk_count, d.created_at AS created_at"""
+
+# -- knowledge bases ---------------------------------------------------------------------------------------------
+
+SAVE_KNOWLEDGE_BASE: Final = """
+MERGE (k:KnowledgeBase {uid: $kb.kb_prefix})
+SET k.kb = $kb.kb_prefix, k.description = $kb.description, k.keywords = $kb.keywords, k.language = $kb.language,
+    k.default_agent = $kb.default_agent, k.is_default = $kb.is_default, k.sources = $kb.sources,
+    k.handler = $kb.handler"""
+
+LIST_KNOWLEDGE_BASES: Final = """
+MATCH (k:KnowledgeBase)
+RETURN k.kb AS kb_prefix, k.description AS description, k.keywords AS keywords, k.language AS language,
+    k.default_agent AS default_agent, k.is_default AS is_default, k.sources AS sources, k.handler AS handler
+ORDER BY kb_prefix"""
+
+# -- documents ---------------------------------------------------------------------------------------------------
+
+GET_DOCUMENT: Final = "MATCH (d:Document {uid: $uid})\n" + _DOCUMENT_FIELDS
+
+LIST_DOCUMENTS: Final = (
+    "MATCH (d:Document {kbt: $kbt}) WHERE d.kb = $kb AND ($source IS NULL OR (d.skey = $skey AND d.source = $source))\n"
+    + _DOCUMENT_FIELDS
+    + "\nORDER BY title, id"
+)
+
+EXISTING_ENTITY_IDS: Final = "UNWIND $uids AS uid MATCH (e:Entity {uid: uid}) RETURN e.id AS id"
+
+COUNTS: Final = """
+RETURN COUNT { MATCH (n:Document {kbt: $kbt}) WHERE n.kb = $kb } AS documents,
+    COUNT { MATCH (n:Chunk {kbt: $kbt}) WHERE n.kb = $kb } AS chunks,
+    COUNT { MATCH (n:Entity {kbt: $kbt}) WHERE n.kb = $kb } AS entities,
+    COUNT { MATCH (n:Entity {kbt: $kbt})-[:RELATED]->(:Entity) WHERE n.kb = $kb } AS relations,
+    COUNT { MATCH (n:Community {kbt: $kbt}) WHERE n.kb = $kb } AS communities"""
+
+ENTITY_GRAPH: Final = """
+RETURN COLLECT { MATCH (e:Entity {kbt: $kbt}) WHERE e.kb = $kb RETURN e.id } AS entity_ids,
+    COLLECT {
+        MATCH (a:Entity {kbt: $kbt})-[r:RELATED]->(b:Entity) WHERE a.kb = $kb RETURN [a.id, b.id, r.weight]
+    } AS edges"""
+
+# -- writing a document (one transaction of three statements: see writes.py) -------------------------------------
+
+# What a write must know first: is the document there (with what), and the KB's embedding dimensions
+# (the document's own chunks excluded: they are about to be replaced). Read under the document's write
+# lock (SET/REMOVE of a marker), so that two writes of one document run one after the other.
+_DOCUMENT_STATE = """
+RETURN d IS NOT NULL AND d._new IS NULL AS exists, d.created_at AS created_at,
+    COLLECT { MATCH (d)<-[:PART_OF]-(:Chunk)-[:MENTIONS]->(e:Entity) RETURN DISTINCT e.id } AS entity_ids,
+    COLLECT { MATCH (m:RelationMention {doc: $uid}) RETURN DISTINCT [m.source_id, m.target_id] } AS pairs,
+    head(COLLECT {
+        MATCH (n:Chunk {kbt: $kbt}) WHERE n.kb = $kb AND n.embedding IS NOT NULL AND NOT (n)-[:PART_OF]->(d)
+        RETURN size(n.embedding) LIMIT 1
+    }) AS chunk_dimension,
+    head(COLLECT {
+        MATCH (n:Entity {kbt: $kbt}) WHERE n.kb = $kb AND n.embedding IS NOT NULL RETURN size(n.embedding) LIMIT 1
+    }) AS entity_dimension"""
+
+# The node is created here if new (marked `_new` until WRITE_DOCUMENT fills it in the same transaction).
+LOCK_DOCUMENT_FOR_WRITE: Final = (
+    """
+MERGE (d:Document {uid: $uid})
+ON CREATE SET d._new = true
+SET d._lock = true REMOVE d._lock
+WITH d"""
+    + _DOCUMENT_STATE
+)
+
+LOCK_DOCUMENT_FOR_DELETE: Final = (
+    """
+OPTIONAL MATCH (d:Document {uid: $uid})
+FOREACH (locked IN CASE WHEN d IS NULL THEN [] ELSE [d] END | SET locked._lock = true REMOVE locked._lock)
+WITH d"""
+    + _DOCUMENT_STATE
+)
+
+_REMOVE_DOCUMENT_CONTENT = """
+CALL () { MATCH (m:RelationMention {doc: $uid}) DELETE m }
+CALL () { MATCH (c:Chunk)-[:PART_OF]->(:Document {uid: $uid}) DETACH DELETE c }
+"""
+
+# The mentions that remain for the entities and relations a write touched ($entity_uids, $pairs): the
+# input of the merge rules, read in the statement that changed them.
+_MERGE_INPUTS = """
+RETURN COLLECT {
+        UNWIND $entity_uids AS uid
+        MATCH (e:Entity {uid: uid})
+        RETURN {uid: e.uid, id: e.id, name: e.name, type: e.type, description: e.description,
+            mention_count: e.mention_count,
+            mentions: COLLECT { MATCH (c:Chunk)-[m:MENTIONS]->(e) RETURN [m.name, m.type, m.description, c.id] }}
+    } AS entities,
+    COLLECT {
+        UNWIND $pairs AS pair
+        MATCH (m:RelationMention {pair: pair})
+        RETURN [m.pair, m.source_id, m.target_id, m.description, m.weight, m.chunk_id]
+    } AS relation_mentions"""
+
+WRITE_DOCUMENT: Final = (
+    _REMOVE_DOCUMENT_CONTENT
+    + """
+MERGE (d:Document {uid: $uid})
+SET d.kb = $kb, d.kbt = $kbt, d.id = $doc.id, d.title = $doc.title, d.metadata = $doc.metadata,
+    d.source = $doc.source, d.skey = $doc.skey, d.chunk_count = $doc.chunk_count, d.created_at = $doc.created_at
+REMOVE d._new
+WITH d
+CALL (d) {
+    UNWIND $chunks AS row
+    CREATE (c:Chunk)
+    SET c = row, c.kb = $kb, c.kbt = $kbt
+    CREATE (c)-[:PART_OF]->(d)
+}
+CALL () {
+    UNWIND $next AS pair
+    MATCH (a:Chunk {uid: pair[0]}), (b:Chunk {uid: pair[1]})
+    CREATE (a)-[:NEXT]->(b)
+}
+CALL () {
+    UNWIND $entities AS row
+    MERGE (e:Entity {uid: row.uid})
+    ON CREATE SET e.kb = $kb, e.kbt = $kbt, e.id = row.id, e.name = '', e.type = '', e.description = '',
+        e.mention_count = 0, e.terms = ''
+    WITH e, row WHERE row.has_embedding AND e.has_embedding IS NULL
+    SET e.embedding = row.embedding, e.has_embedding = true
+}
+CALL () {
+    UNWIND $mentions AS row
+    MATCH (c:Chunk {uid: row.chunk}), (e:Entity {uid: row.entity})
+    CREATE (c)-[:MENTIONS {name: row.name, type: row.type, description: row.description}]->(e)
+}
+CALL () {
+    UNWIND $relation_mentions AS row
+    CREATE (m:RelationMention)
+    SET m = row, m.kb = $kb
+}
+WITH DISTINCT true AS done"""
+    + _MERGE_INPUTS
+)
+
+DELETE_DOCUMENT: Final = (
+    _REMOVE_DOCUMENT_CONTENT
+    + """
+CALL () { MATCH (d:Document {uid: $uid}) DETACH DELETE d }"""
+    + _MERGE_INPUTS
+)
+
+# The merged values computed in Python; entities and relations left without a mention go. DETACH: an
+# entity's memberships and RELATED edges go with it.
+APPLY_MERGES: Final = """
+CALL () { UNWIND $gone_entities AS uid MATCH (e:Entity {uid: uid}) DETACH DELETE e }
+CALL () {
+    UNWIND $entities AS row
+    MATCH (e:Entity {uid: row.uid})
+    SET e.name = row.name, e.type = row.type, e.description = row.description, e.mention_count = row.mention_count,
+        e.terms = row.terms
+}
+CALL () {
+    UNWIND $gone_relations AS row
+    MATCH (:Entity {uid: row.source})-[r:RELATED]->(:Entity {uid: row.target})
+    DELETE r
+}
+CALL () {
+    UNWIND $relations AS row
+    MATCH (a:Entity {uid: row.source}), (b:Entity {uid: row.target})
+    MERGE (a)-[r:RELATED]->(b)
+    SET r.kb = $kb, r.description = row.description, r.weight = row.weight, r.chunk_ids = row.chunk_ids
+}"""
+
+# -- communities (one transaction) --------------------------------------------------------------------------------
+
+# One node per KB whose write lock serialises community replacements of that KB.
+LOCK_COMMUNITIES: Final = """
+MERGE (l:CommunitySet {uid: $kbt})
+SET l.kb = $kb, l._lock = true
+REMOVE l._lock"""
+
+DROP_OTHER_COMMUNITIES: Final = """
+MATCH (c:Community {kbt: $kbt}) WHERE c.kb = $kb AND NOT c.uid IN $keep
+DETACH DELETE c"""
+
+UNLINK_COMMUNITIES: Final = """
+CALL () { MATCH (c:Community {kbt: $kbt})-[r:PARENT]->() WHERE c.kb = $kb DELETE r }
+CALL () { MATCH (:Entity)-[r:IN_COMMUNITY]->(c:Community {kbt: $kbt}) WHERE c.kb = $kb DELETE r }"""
+
+# A community whose id is kept keeps its embedding unless a new vector is given.
+WRITE_COMMUNITIES: Final = """
+UNWIND $rows AS row
+MERGE (c:Community {uid: row.uid})
+SET c.kb = $kb, c.kbt = $kbt, c.id = row.id, c.level = row.level, c.title = row.title, c.summary = row.summary,
+    c.rank = row.rank
+WITH c, row WHERE row.has_embedding
+SET c.embedding = row.embedding, c.has_embedding = true"""
+
+# Members that are not entities (any more) are skipped.
+LINK_MEMBERS: Final = """
+UNWIND $rows AS row
+MATCH (c:Community {uid: row.community})
+UNWIND row.members AS member
+MATCH (e:Entity {uid: member})
+CREATE (e)-[:IN_COMMUNITY]->(c)"""
+
+LINK_PARENTS: Final = """
+UNWIND $rows AS row
+MATCH (c:Community {uid: row.child}), (p:Community {uid: row.parent})
+CREATE (c)-[:PARENT]->(p)"""
+
+COMMUNITY_DIMENSIONS: Final = """
+MATCH (n:Community {kbt: $kbt}) WHERE n.kb = $kb AND n.embedding IS NOT NULL
+RETURN DISTINCT size(n.embedding) AS dimension"""
+
+# -- lookups by id -------------------------------------------------------------------------------------------------
+
+GET_CHUNKS: Final = "UNWIND $uids AS uid MATCH (n:Chunk {uid: uid}) WITH n, 0.0 AS score\n" + _CHUNK_FIELDS
+GET_ENTITIES: Final = "UNWIND $uids AS uid MATCH (n:Entity {uid: uid}) WITH n, 0.0 AS score\n" + _ENTITY_FIELDS
+
+RELATIONS_OF: Final = """
+UNWIND $uids AS uid
+MATCH (:Entity {uid: uid})-[r:RELATED]-(:Entity)
+WITH DISTINCT r
+MATCH (a:Entity)-[r]->(b:Entity)
+RETURN a.id AS source_id, b.id AS target_id, r.description AS description, r.weight AS weight,
+    r.chunk_ids AS chunk_ids
+ORDER BY weight DESC, source_id, target_id
+LIMIT $limit"""
+
+CHUNKS_MENTIONING: Final = (
+    """
+UNWIND $uids AS uid
+MATCH (e:Entity {uid: uid})<-[:MENTIONS]-(c:Chunk)
+WITH c AS n, count(DISTINCT e) AS mentioned
+WITH n, toFloat(mentioned) AS score
+"""
+    + _CHUNK_FIELDS
+    + "\nORDER BY score DESC, title, ordinal, id LIMIT $limit"
+)
+
+ENTITIES_IN_CHUNKS: Final = """
+UNWIND $uids AS uid
+MATCH (c:Chunk {uid: uid})-[:MENTIONS]->(e:Entity)
+RETURN c.id AS chunk_id, collect(DISTINCT e.id) AS entity_ids"""
+
+CHUNKS_OF_ENTITIES: Final = """
+UNWIND $uids AS uid
+MATCH (e:Entity {uid: uid})
+RETURN e.id AS entity_id, COLLECT {
+    MATCH (e)<-[:MENTIONS]-(c:Chunk)-[:PART_OF]->(d:Document)
+    WITH DISTINCT c, d
+    ORDER BY d.title, c.ordinal, c.id
+    LIMIT $per_entity
+    RETURN c.id
+} AS chunk_ids"""
+
+COMMUNITIES_OF: Final = (
+    """
+UNWIND $uids AS uid
+MATCH (:Entity {uid: uid})-[:IN_COMMUNITY]->(n:Community)
+WITH DISTINCT n
+WITH n, 0.0 AS score
+"""
+    + _COMMUNITY_FIELDS
+)
+
+LIST_COMMUNITIES: Final = (
+    """
+MATCH (n:Community {kbt: $kbt}) WHERE n.kb = $kb AND ($level IS NULL OR n.level = $level)
+WITH n, 0.0 AS score
+"""
+    + _COMMUNITY_FIELDS
+)
+
+# -- fulltext search ($query is a Lucene query built from escaped terms, see store.py) --------------------------
+
+SEARCH_CHUNKS_FULLTEXT: Final = (
+    f"""
+CALL db.index.fulltext.queryNodes('{CHUNK_FULLTEXT_INDEX}', $query, {{limit: $fetch}}) YIELD node, score
+WITH node AS n, score WHERE n.kb = $kb
+"""
+    + _CHUNK_FIELDS
+)
+
+SEARCH_ENTITIES_FULLTEXT: Final = (
+    f"""
+CALL db.index.fulltext.queryNodes('{ENTITY_FULLTEXT_INDEX}', $query, {{limit: $fetch}}) YIELD node, score
+WITH node AS n, score WHERE n.kb = $kb
+"""
+    + _ENTITY_FIELDS
+)
+
+# -- vector search ---------------------------------------------------------------------------------------------
+# Scores are cosines: vector.similarity.cosine() gives (1 + cos) / 2. A node whose vector was zero has no
+# `embedding` and scores 0, as in the embedded store. `$level` is null except for communities.
+
+
+def _vector_probe(label: str) -> str:
+    """How many nodes of the KB have a vector (counted up to $cap) and the dimension of one of them."""
+    return f"""
+RETURN size(COLLECT {{
+        MATCH (n:{label} {{kbt: $kbt}}) WHERE n.kb = $kb AND n.has_embedding AND ($level IS NULL OR n.level = $level)
+        RETURN 1 AS one LIMIT $cap
+    }}) AS size,
+    head(COLLECT {{
+        MATCH (n:{label} {{kbt: $kbt}}) WHERE n.kb = $kb AND n.embedding IS NOT NULL
+        RETURN size(n.embedding) AS dimension LIMIT 1
+    }}) AS dimension"""
+
+
+def _vector_exact(label: str, fields: str) -> str:
+    return (
+        f"""
+MATCH (n:{label} {{kbt: $kbt}}) WHERE n.kb = $kb AND n.has_embedding AND ($level IS NULL OR n.level = $level)
+WITH n, CASE WHEN n.embedding IS NULL THEN 0.0
+    ELSE 2.0 * vector.similarity.cosine(n.embedding, $vector) - 1.0 END AS score
+ORDER BY score DESC, n.id
+LIMIT $limit
+"""
+        + fields
+    )
+
+
+def _vector_indexed(index: str, fields: str) -> str:
+    return (
+        f"""
+CALL db.index.vector.queryNodes('{index}', $k, $vector) YIELD node
+WITH node AS n WHERE n.kb = $kb AND ($level IS NULL OR n.level = $level)
+WITH n, 2.0 * vector.similarity.cosine(n.embedding, $vector) - 1.0 AS score
+ORDER BY score DESC, n.id
+LIMIT $limit
+"""
+        + fields
+    )
+
+
+CHUNK_VECTOR_PROBE: Final = _vector_probe("Chunk")
+CHUNK_VECTOR_EXACT: Final = _vector_exact("Chunk", _CHUNK_FIELDS)
+CHUNK_VECTOR_INDEXED: Final = _vector_indexed(CHUNK_VECTOR_INDEX, _CHUNK_FIELDS)
+
+ENTITY_VECTOR_PROBE: Final = _vector_probe("Entity")
+ENTITY_VECTOR_EXACT: Final = _vector_exact("Entity", _ENTITY_FIELDS)
+ENTITY_VECTOR_INDEXED: Final = _vector_indexed(ENTITY_VECTOR_INDEX, _ENTITY_FIELDS)
+
+COMMUNITY_VECTOR_PROBE: Final = _vector_probe("Community")
+COMMUNITY_VECTOR_EXACT: Final = _vector_exact("Community", _COMMUNITY_FIELDS)
+COMMUNITY_VECTOR_INDEXED: Final = _vector_indexed(COMMUNITY_VECTOR_INDEX, _COMMUNITY_FIELDS)
+
+# -- health and test support ----------------------------------------------------------------------------------
+
+PING: Final = "RETURN 1 AS ok"
+
+# Everything this store writes, in every KB: for test fixtures that own the whole database.
+DELETE_ALL_GRAPH_NODES: Final = """
+MATCH (n)
+WHERE n:KnowledgeBase OR n:Document OR n:Chunk OR n:Entity OR n:Community OR n:RelationMention OR n:CommunitySet
+DETACH DELETE n"""

@@ -1,0 +1,528 @@
+"""The Neo4j GraphStore: the knowledge graph of every KB in one Neo4j 5 database, via the async driver.
+
+- `upsert_document`, `delete_document` and `replace_communities` are each one managed write transaction
+  (the driver retries it whole on transient errors such as deadlocks); writes are batched with `UNWIND`;
+- fulltext search queries Lucene through a whitespace analyzer over pre-tokenised terms, the query's
+  content terms escaped, quoted and OR-ed, and the KB's token required (all in one `$query` parameter);
+- vector search is exact (a cosine scan over the KB) while the KB is small, else the vector index with an
+  oversampled k filtered to the KB, rescored exactly, with the scan as fallback when too few come back;
+- driver errors surface as `StoreUnavailable`, malformed input as `InvalidRequest`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from datetime import datetime
+from typing import Any, Final, LiteralString, TypeVar
+from urllib.parse import urlsplit
+
+import numpy as np
+from neo4j import (
+    AsyncDriver,
+    AsyncGraphDatabase,
+    AsyncManagedTransaction,
+    AsyncSession,
+    NotificationMinimumSeverity,
+    Record,
+    RoutingControl,
+)
+
+from backend.domain.errors import InvalidRequest, StoreUnavailable
+from backend.domain.graph import (
+    CommunityRecord,
+    DocumentGraph,
+    DocumentRecord,
+    EntityGraph,
+    EntityRecord,
+    RelationRecord,
+)
+from backend.domain.knowledge_base import KnowledgeBase
+from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
+from backend.graphrag_agent.text import content_terms
+from backend.infrastructure.graph_store.neo4j import queries as q
+from backend.infrastructure.graph_store.neo4j import writes
+from backend.infrastructure.graph_store.neo4j.errors import DRIVER_ERRORS, public_uri, store_unavailable
+from backend.infrastructure.graph_store.neo4j.params import (
+    MAX_TERM_CHARS,
+    community_params,
+    document_params,
+    kb_scope,
+    kb_token,
+    node_uid,
+    source_key,
+)
+from backend.infrastructure.graph_store.neo4j.schema import ensure_schema
+from backend.infrastructure.graph_store.port import GraphCounts
+
+T = TypeVar("T")
+
+MAX_LIMIT: Final = 1000  # no search or listing returns more rows than this, whatever the caller asks
+EXACT_SCAN_MAX: Final = 2000  # a KB with at most this many vectors of a kind is scanned exactly
+_MAX_QUERY_TERMS: Final = 64  # bounds the cost of one fulltext search
+_OVERSAMPLE: Final = 10  # the vector index is asked for this many times `limit` (other KBs share it)
+_MIN_CANDIDATES: Final = 100
+_MAX_CANDIDATES: Final = 10_000
+_LUCENE_SPECIAL: Final = frozenset('\\+-!():^[]"{}~*?|&/')
+# Bolt only: the driver's HTTP transport is a preview without the sessions this store uses.
+_SCHEMES: Final = frozenset({"bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc"})
+
+
+def _limit(limit: int) -> int:
+    return max(0, min(limit, MAX_LIMIT))
+
+
+def lucene_query(kb: str, query: str) -> str | None:
+    """A Lucene query: the KB's token (scoring nothing) AND any of the query's content terms.
+
+    Every term is escaped and quoted, so operators in the question are plain words; the result is passed
+    to Neo4j as a parameter. None when the question has no searchable term.
+    """
+    terms = [term for term in content_terms(query) if len(term) <= MAX_TERM_CHARS][:_MAX_QUERY_TERMS]
+    if not terms:
+        return None
+    quoted = " ".join(f'terms:"{_escape(term)}"' for term in terms)
+    return f"+kbt:{kb_token(kb)}^0 +({quoted})"
+
+
+def _uri_password(uri: str) -> str | None:
+    try:
+        return urlsplit(uri).password
+    except ValueError:
+        return None
+
+
+def _escape(term: str) -> str:
+    return "".join("\\" + ch if ch in _LUCENE_SPECIAL else ch for ch in term)
+
+
+def _unit(embedding: Vector) -> list[float] | None:
+    """The query as unit-length floats; None when it has no direction (zero or not finite)."""
+    vector = np.asarray(embedding, dtype=np.float32).reshape(-1)
+    norm = float(np.linalg.norm(vector))
+    if vector.size == 0 or not np.isfinite(norm) or norm == 0.0:
+        return None
+    return [float(x) for x in vector / np.float32(norm)]
+
+
+@dataclass(frozen=True, slots=True)
+class _VectorKind:
+    name: str
+    index: str
+    probe: LiteralString
+    exact: LiteralString
+    indexed: LiteralString
+
+
+_CHUNKS = _VectorKind("chunk", q.CHUNK_VECTOR_INDEX, q.CHUNK_VECTOR_PROBE, q.CHUNK_VECTOR_EXACT, q.CHUNK_VECTOR_INDEXED)
+_ENTITIES = _VectorKind(
+    "entity", q.ENTITY_VECTOR_INDEX, q.ENTITY_VECTOR_PROBE, q.ENTITY_VECTOR_EXACT, q.ENTITY_VECTOR_INDEXED
+)
+_COMMUNITIES = _VectorKind(
+    "community",
+    q.COMMUNITY_VECTOR_INDEX,
+    q.COMMUNITY_VECTOR_PROBE,
+    q.COMMUNITY_VECTOR_EXACT,
+    q.COMMUNITY_VECTOR_INDEXED,
+)
+
+
+# -- records from driver rows (no driver type leaves this module) -------------------------------------------------
+
+
+def _chunk(record: Record) -> ChunkHit:
+    return ChunkHit(
+        record["id"], record["doc_id"], record["title"], record["text"], int(record["ordinal"]), float(record["score"])
+    )
+
+
+def _entity(record: Record) -> EntityRecord:
+    return EntityRecord(
+        record["id"], record["name"], record["type"], record["description"], int(record["mention_count"])
+    )
+
+
+def _community(record: Record) -> CommunityRecord:
+    return CommunityRecord(
+        community_id=record["id"],
+        level=int(record["level"]),
+        title=record["title"],
+        summary=record["summary"],
+        rank=float(record["rank"]),
+        entity_ids=tuple(sorted(record["members"])),
+        parent_id=record["parent_id"],
+    )
+
+
+def _document(record: Record) -> DocumentRecord:
+    return DocumentRecord(
+        doc_id=record["id"],
+        title=record["title"],
+        metadata=json.loads(record["metadata"]),
+        source=record["source"],
+        chunk_count=int(record["chunk_count"]),
+        created_at=datetime.fromisoformat(record["created_at"]),
+    )
+
+
+def _knowledge_base(record: Record) -> KnowledgeBase:
+    return KnowledgeBase(
+        kb_prefix=record["kb_prefix"],
+        description=record["description"],
+        keywords=tuple(record["keywords"] or ()),
+        language=record["language"],
+        default_agent=record["default_agent"],
+        is_default=bool(record["is_default"]),
+        sources=tuple(record["sources"] or ()),
+        handler=record["handler"],
+    )
+
+
+def _best_first(records: Sequence[Record]) -> list[Record]:
+    return sorted(records, key=lambda r: (-float(r["score"]), r["id"]))
+
+
+def _in_order(records: Sequence[Record], wanted: Sequence[str]) -> list[Record]:
+    by_id = {record["id"]: record for record in records}
+    return [by_id[key] for key in dict.fromkeys(wanted) if key in by_id]
+
+
+class Neo4jGraphStore:
+    """Implements `GraphStore` (so also `GraphReader` and `ChunkIndex`) on Neo4j 5.
+
+    Open with `await Neo4jGraphStore.open(uri, user, password)`; `close()` when done. The constructor
+    takes a ready driver (it does not connect, nor create the schema).
+    """
+
+    def __init__(
+        self,
+        driver: AsyncDriver,
+        *,
+        database: str | None = None,
+        server: str = "neo4j",
+        index_dimensions: Mapping[str, int] | None = None,
+        exact_scan_max: int = EXACT_SCAN_MAX,
+        secrets: tuple[str, ...] = (),
+    ) -> None:
+        self._driver = driver
+        self._database = database
+        self._server = server
+        self._index_dimensions = dict(index_dimensions or {})
+        self._exact_scan_max = exact_scan_max
+        self._secrets = secrets
+        self._closed = False
+
+    @classmethod
+    async def open(
+        cls,
+        uri: str,
+        user: str,
+        password: str,
+        database: str | None = None,
+        embedding_dimension: int = 384,
+        *,
+        connection_timeout_s: float = 10.0,
+        max_retry_time_s: float = 15.0,
+        exact_scan_max: int = EXACT_SCAN_MAX,
+    ) -> Neo4jGraphStore:
+        """Connect, create the schema if needed (idempotent) and return the store.
+
+        An empty `user` connects without authentication. Raises `StoreUnavailable` when the server
+        cannot be reached or refuses the credentials.
+        """
+        if embedding_dimension < 1:
+            raise ValueError("embedding_dimension must be at least 1")
+        server = public_uri(uri)
+        secrets = tuple(secret for secret in (password, _uri_password(uri)) if secret)
+        if urlsplit(uri).scheme not in _SCHEMES:
+            raise StoreUnavailable(f"Neo4j URI {server!r}: the scheme must be one of {', '.join(sorted(_SCHEMES))}")
+        try:
+            driver = AsyncGraphDatabase.driver(
+                uri,
+                auth=(user, password) if user else None,
+                connection_timeout=connection_timeout_s,
+                max_transaction_retry_time=max_retry_time_s,
+                user_agent="graphrag-router-worker",
+                # Hints such as "this label does not exist yet" on an empty database would flood the log.
+                notifications_min_severity=NotificationMinimumSeverity.OFF,
+            )
+        except (*DRIVER_ERRORS, ValueError) as exc:
+            raise store_unavailable(exc, "connecting", server, secrets) from exc
+        store = cls(driver, database=database, server=server, exact_scan_max=exact_scan_max, secrets=secrets)
+        try:
+            await store.ping()
+            with store._translated("creating the schema"):
+                store._index_dimensions = await ensure_schema(driver, database, embedding_dimension)
+        except BaseException:
+            await driver.close()
+            raise
+        return store
+
+    @property
+    def vector_index_dimensions(self) -> Mapping[str, int]:
+        """Each vector index's dimension as found at `open()` (one that differs from the data is not used)."""
+        return dict(self._index_dimensions)
+
+    async def ping(self) -> None:
+        """Raise `StoreUnavailable` unless the database answers a query (one attempt, no retries)."""
+        self._check_open()
+        with self._translated("ping"):
+            async with self._driver.session(database=self._database) as session:
+                result = await session.run(q.PING)
+                await result.consume()
+
+    async def close(self) -> None:
+        """Close the driver (idempotent); later calls raise `StoreUnavailable`."""
+        if self._closed:
+            return
+        self._closed = True
+        await self._driver.close()
+
+    # -- knowledge bases ---------------------------------------------------------------------------------------
+
+    async def save_knowledge_base(self, kb: KnowledgeBase) -> None:
+        fields = {
+            "kb_prefix": kb.kb_prefix,
+            "description": kb.description,
+            "keywords": list(kb.keywords),
+            "language": kb.language,
+            "default_agent": kb.default_agent,
+            "is_default": kb.is_default,
+            "sources": list(kb.sources),
+            "handler": kb.handler,
+        }
+        await self._write("save_knowledge_base", lambda tx: writes.run(tx, q.SAVE_KNOWLEDGE_BASE, kb=fields))
+
+    async def list_knowledge_bases(self) -> list[KnowledgeBase]:
+        records = await self._read("list_knowledge_bases", q.LIST_KNOWLEDGE_BASES)
+        return sorted((_knowledge_base(r) for r in records), key=lambda kb: kb.kb_prefix)
+
+    # -- documents ---------------------------------------------------------------------------------------------
+
+    async def get_document(self, kb: str, doc_id: str) -> DocumentRecord | None:
+        records = await self._read("get_document", q.GET_DOCUMENT, uid=node_uid(kb, doc_id))
+        return _document(records[0]) if records else None
+
+    async def list_documents(self, kb: str) -> list[DocumentRecord]:
+        records = await self._read("list_documents", q.LIST_DOCUMENTS, **kb_scope(kb), source=None, skey=None)
+        return [_document(r) for r in records]
+
+    async def find_documents_by_source(self, kb: str, source: str) -> list[DocumentRecord]:
+        records = await self._read(
+            "find_documents_by_source", q.LIST_DOCUMENTS, **kb_scope(kb), source=source, skey=source_key(source)
+        )
+        return [_document(r) for r in records]
+
+    async def existing_entity_ids(self, kb: str, entity_ids: Sequence[str]) -> set[str]:
+        if not entity_ids:
+            return set()
+        uids = [node_uid(kb, e) for e in dict.fromkeys(entity_ids)]
+        return {r["id"] for r in await self._read("existing_entity_ids", q.EXISTING_ENTITY_IDS, uids=uids)}
+
+    async def upsert_document(
+        self,
+        kb: str,
+        graph: DocumentGraph,
+        chunk_vectors: Sequence[Vector],
+        entity_vectors: Mapping[str, Vector],
+    ) -> None:
+        params = document_params(kb, graph, chunk_vectors, entity_vectors)
+        await self._write("upsert_document", lambda tx: writes.write_document(tx, params))
+
+    async def delete_document(self, kb: str, doc_id: str) -> bool:
+        return await self._write("delete_document", lambda tx: writes.delete_document(tx, kb, doc_id))
+
+    async def counts(self, kb: str) -> GraphCounts:
+        found = (await self._read("counts", q.COUNTS, **kb_scope(kb)))[0]
+        return GraphCounts(
+            documents=int(found["documents"]),
+            chunks=int(found["chunks"]),
+            entities=int(found["entities"]),
+            relations=int(found["relations"]),
+            communities=int(found["communities"]),
+        )
+
+    # -- communities -------------------------------------------------------------------------------------------
+
+    async def entity_graph(self, kb: str) -> EntityGraph:
+        found = (await self._read("entity_graph", q.ENTITY_GRAPH, **kb_scope(kb)))[0]
+        edges = sorted((str(a), str(b), float(w)) for a, b, w in found["edges"])
+        return EntityGraph(tuple(sorted(found["entity_ids"])), tuple(edges))
+
+    async def replace_communities(
+        self, kb: str, communities: Sequence[CommunityRecord], vectors: Mapping[str, Vector]
+    ) -> None:
+        params = community_params(kb, communities, vectors)
+        await self._write("replace_communities", lambda tx: writes.replace_communities(tx, params))
+
+    async def list_communities(self, kb: str, level: int | None = None) -> list[CommunityRecord]:
+        records = await self._read("list_communities", q.LIST_COMMUNITIES, **kb_scope(kb), level=level)
+        return sorted((_community(r) for r in records), key=lambda c: (c.level, -c.rank, c.community_id))
+
+    async def communities_of(self, kb: str, entity_ids: Sequence[str]) -> list[CommunityRecord]:
+        if not entity_ids:
+            return []
+        uids = [node_uid(kb, e) for e in dict.fromkeys(entity_ids)]
+        records = await self._read("communities_of", q.COMMUNITIES_OF, uids=uids)
+        return sorted((_community(r) for r in records), key=lambda c: (c.level, -c.rank, c.community_id))
+
+    async def search_communities(self, kb: str, embedding: Vector, level: int | None, limit: int) -> list[CommunityHit]:
+        records = await self._vector_search(_COMMUNITIES, kb, embedding, limit, level)
+        return [CommunityHit(_community(r), float(r["score"])) for r in records]
+
+    # -- searches ----------------------------------------------------------------------------------------------
+
+    async def search_chunks_fulltext(self, kb: str, query: str, limit: int) -> list[ChunkHit]:
+        records = await self._fulltext_search("search_chunks_fulltext", q.SEARCH_CHUNKS_FULLTEXT, kb, query, limit)
+        return [_chunk(r) for r in records]
+
+    async def search_chunks_vector(self, kb: str, embedding: Vector, limit: int) -> list[ChunkHit]:
+        return [_chunk(r) for r in await self._vector_search(_CHUNKS, kb, embedding, limit)]
+
+    async def search_entities_fulltext(self, kb: str, query: str, limit: int) -> list[EntityHit]:
+        records = await self._fulltext_search("search_entities_fulltext", q.SEARCH_ENTITIES_FULLTEXT, kb, query, limit)
+        return [EntityHit(_entity(r), float(r["score"])) for r in records]
+
+    async def search_entities_vector(self, kb: str, embedding: Vector, limit: int) -> list[EntityHit]:
+        records = await self._vector_search(_ENTITIES, kb, embedding, limit)
+        return [EntityHit(_entity(r), float(r["score"])) for r in records]
+
+    async def _fulltext_search(
+        self, operation: str, statement: LiteralString, kb: str, query: str, limit: int
+    ) -> list[Record]:
+        lucene, limit = lucene_query(kb, query), _limit(limit)
+        if lucene is None or limit == 0:
+            return []
+        # Lucene breaks score ties its own way: fetch a margin, then order by (score, id) here.
+        records = await self._read(operation, statement, kb=kb, query=lucene, fetch=limit * 2 + 10)
+        return _best_first(records)[:limit]
+
+    async def _vector_search(
+        self, kind: _VectorKind, kb: str, embedding: Vector, limit: int, level: int | None = None
+    ) -> list[Record]:
+        vector, limit = _unit(embedding), _limit(limit)
+        if vector is None or limit == 0:
+            return []
+        params: dict[str, Any] = {**kb_scope(kb), "level": level, "vector": vector, "limit": limit}
+
+        async def search(tx: AsyncManagedTransaction) -> list[Record]:
+            probe = (await writes.run(tx, kind.probe, **kb_scope(kb), level=level, cap=self._exact_scan_max + 1))[0]
+            if probe["size"] == 0:
+                return []
+            self._check_query_dimension(kind, kb, probe["dimension"], len(vector))
+            if probe["size"] > self._exact_scan_max and self._index_dimensions.get(kind.index) == len(vector):
+                k = min(max(limit * _OVERSAMPLE, _MIN_CANDIDATES), _MAX_CANDIDATES)
+                found = await writes.run(tx, kind.indexed, k=k, **params)
+                if len(found) >= limit:
+                    return found
+            return await writes.run(tx, kind.exact, **params)
+
+        return _best_first(await self._read_transaction(f"search_{kind.name}_vector", search))
+
+    @staticmethod
+    def _check_query_dimension(kind: _VectorKind, kb: str, stored: int | None, asked: int) -> None:
+        if stored is not None and stored != asked:
+            raise InvalidRequest(
+                f"KB {kb!r} was indexed with {stored}-dimensional {kind.name} embeddings but the query has "
+                f"{asked}: re-index the KB with the current embedder"
+            )
+
+    # -- the graph around entities and chunks ------------------------------------------------------------------
+
+    async def get_entities(self, kb: str, entity_ids: Sequence[str]) -> list[EntityRecord]:
+        if not entity_ids:
+            return []
+        uids = [node_uid(kb, e) for e in dict.fromkeys(entity_ids)]
+        records = await self._read("get_entities", q.GET_ENTITIES, uids=uids)
+        return [_entity(r) for r in _in_order(records, entity_ids)]
+
+    async def get_chunks(self, kb: str, chunk_ids: Sequence[str]) -> list[ChunkHit]:
+        if not chunk_ids:
+            return []
+        uids = [node_uid(kb, c) for c in dict.fromkeys(chunk_ids)]
+        records = await self._read("get_chunks", q.GET_CHUNKS, uids=uids)
+        return [_chunk(r) for r in _in_order(records, chunk_ids)]
+
+    async def relations_of(self, kb: str, entity_ids: Sequence[str], limit: int) -> list[RelationRecord]:
+        limit = _limit(limit)
+        if not entity_ids or limit == 0:
+            return []
+        uids = [node_uid(kb, e) for e in dict.fromkeys(entity_ids)]
+        records = await self._read("relations_of", q.RELATIONS_OF, uids=uids, limit=limit)
+        return [
+            RelationRecord(r["source_id"], r["target_id"], r["description"], float(r["weight"]), tuple(r["chunk_ids"]))
+            for r in records
+        ]
+
+    async def chunks_mentioning(self, kb: str, entity_ids: Sequence[str], limit: int) -> list[ChunkHit]:
+        limit = _limit(limit)
+        if not entity_ids or limit == 0:
+            return []
+        uids = [node_uid(kb, e) for e in dict.fromkeys(entity_ids)]
+        return [_chunk(r) for r in await self._read("chunks_mentioning", q.CHUNKS_MENTIONING, uids=uids, limit=limit)]
+
+    async def entities_in_chunks(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
+        if not chunk_ids:
+            return {}
+        uids = [node_uid(kb, c) for c in dict.fromkeys(chunk_ids)]
+        records = await self._read("entities_in_chunks", q.ENTITIES_IN_CHUNKS, uids=uids)
+        found = {r["chunk_id"]: sorted(r["entity_ids"]) for r in records}
+        return {c: found[c] for c in dict.fromkeys(chunk_ids) if c in found}
+
+    async def chunks_of_entities(
+        self, kb: str, entity_ids: Sequence[str], per_entity_limit: int
+    ) -> dict[str, list[str]]:
+        per_entity_limit = _limit(per_entity_limit)
+        if not entity_ids or per_entity_limit == 0:
+            return {}
+        uids = [node_uid(kb, e) for e in dict.fromkeys(entity_ids)]
+        records = await self._read("chunks_of_entities", q.CHUNKS_OF_ENTITIES, uids=uids, per_entity=per_entity_limit)
+        found = {r["entity_id"]: list(r["chunk_ids"]) for r in records if r["chunk_ids"]}
+        return {e: found[e] for e in dict.fromkeys(entity_ids) if e in found}
+
+    # -- test support ------------------------------------------------------------------------------------------
+
+    async def delete_everything(self) -> None:
+        """Remove every node this store writes, in every KB (for tests that own the database)."""
+        await self._write("delete_everything", lambda tx: writes.run(tx, q.DELETE_ALL_GRAPH_NODES))
+
+    # -- plumbing ----------------------------------------------------------------------------------------------
+
+    async def _read(self, operation: str, statement: LiteralString, **params: Any) -> list[Record]:
+        self._check_open()
+        with self._translated(operation):
+            result = await self._driver.execute_query(
+                statement, params, routing_=RoutingControl.READ, database_=self._database
+            )
+        return list(result.records)
+
+    async def _read_transaction(self, operation: str, work: Callable[[AsyncManagedTransaction], Awaitable[T]]) -> T:
+        self._check_open()
+        with self._translated(operation):
+            async with self._session() as session:
+                return await session.execute_read(work)
+
+    async def _write(self, operation: str, work: Callable[[AsyncManagedTransaction], Awaitable[T]]) -> T:
+        self._check_open()
+        with self._translated(operation):
+            async with self._session() as session:
+                return await session.execute_write(work)
+
+    def _session(self) -> AsyncSession:
+        # The driver's bookmark manager: reads through execute_query see these writes, even on a cluster.
+        return self._driver.session(
+            database=self._database, bookmark_manager=self._driver.execute_query_bookmark_manager
+        )
+
+    @contextmanager
+    def _translated(self, operation: str) -> Iterator[None]:
+        try:
+            yield
+        except DRIVER_ERRORS as exc:
+            raise store_unavailable(exc, operation, self._server, self._secrets) from exc
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreUnavailable(f"Neo4j graph store at {self._server} is closed")

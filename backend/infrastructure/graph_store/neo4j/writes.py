@@ -1,0 +1,178 @@
+"""The write side: functions that run inside one managed write transaction (they may be retried whole).
+
+Merged entity and relation values are recomputed in Python with `merge.py` from the mentions that
+remain, only for the entities and relations a write touched, so both stores agree value for value.
+"""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any, LiteralString
+
+from neo4j import AsyncManagedTransaction, Record
+
+from backend.domain.errors import InvalidRequest
+from backend.domain.graph import EntityMention, RelationMention
+from backend.infrastructure.graph_store.merge import MergedEntity, merge_entity, merge_relation
+from backend.infrastructure.graph_store.neo4j import queries as q
+from backend.infrastructure.graph_store.neo4j.params import (
+    CommunityParams,
+    DocumentParams,
+    indexed_terms,
+    kb_scope,
+    node_uid,
+    pair_uid,
+    timestamp,
+)
+
+
+async def run(tx: AsyncManagedTransaction, query: LiteralString, **params: Any) -> list[Record]:
+    result = await tx.run(query, params)
+    return [record async for record in result]
+
+
+# -- documents ---------------------------------------------------------------------------------------------------
+
+
+async def write_document(tx: AsyncManagedTransaction, p: DocumentParams) -> None:
+    """Replace the document (if stored) by `p`, then re-merge every entity and relation either touches.
+
+    Three statements: the state before, the write itself (returning what the merge rules need), the merge.
+    """
+    [state] = await run(tx, q.LOCK_DOCUMENT_FOR_WRITE, uid=p.uid, **kb_scope(p.kb))
+    _check_dimension(p.kb, "chunk", state["chunk_dimension"], p.chunk_dimension)
+    _check_dimension(p.kb, "entity", state["entity_dimension"], p.entity_dimension)
+    entity_ids = set(p.entity_ids).union(state["entity_ids"])
+    pairs = _pair_keys(p.kb, set(p.relation_pairs).union((s, t) for s, t in state["pairs"]))
+    [inputs] = await run(
+        tx,
+        q.WRITE_DOCUMENT,
+        **kb_scope(p.kb),
+        uid=p.uid,
+        doc={**p.document, "created_at": p.document["created_at"] or state["created_at"] or timestamp()},
+        chunks=p.chunks,
+        next=p.next,
+        entities=p.entities,
+        mentions=p.mentions,
+        relation_mentions=p.relation_mentions,
+        entity_uids=[node_uid(p.kb, e) for e in sorted(entity_ids)],
+        pairs=sorted(pairs),
+    )
+    await _apply_merges(tx, p.kb, inputs, pairs)
+
+
+async def delete_document(tx: AsyncManagedTransaction, kb: str, doc_id: str) -> bool:
+    uid = node_uid(kb, doc_id)
+    [state] = await run(tx, q.LOCK_DOCUMENT_FOR_DELETE, uid=uid, **kb_scope(kb))
+    if not state["exists"]:
+        return False
+    pairs = _pair_keys(kb, {(s, t) for s, t in state["pairs"]})
+    entity_uids = [node_uid(kb, e) for e in sorted(state["entity_ids"])]
+    [inputs] = await run(tx, q.DELETE_DOCUMENT, uid=uid, entity_uids=entity_uids, pairs=sorted(pairs))
+    await _apply_merges(tx, kb, inputs, pairs)
+    return True
+
+
+def _check_dimension(kb: str, what: str, stored: int | None, written: int | None) -> None:
+    """A KB holds one embedding dimension per kind: vector search compares like with like."""
+    if stored is not None and written is not None and int(stored) != written:
+        raise InvalidRequest(
+            f"KB {kb!r} holds {stored}-dimensional {what} embeddings, this write has {written}: "
+            "re-index the whole KB after changing the embedding model"
+        )
+
+
+# -- merged entities and relations -----------------------------------------------------------------------------
+
+
+def _pair_keys(kb: str, pairs: Iterable[tuple[str, str]]) -> dict[str, tuple[str, str]]:
+    return {pair_uid(kb, source, target): (source, target) for source, target in pairs}
+
+
+async def _apply_merges(
+    tx: AsyncManagedTransaction, kb: str, inputs: Record, pairs: Mapping[str, tuple[str, str]]
+) -> None:
+    """Merge what remains of each touched entity and relation (`merge.py`) and write the result."""
+    gone_entities, entities = _merged_entities(inputs["entities"])
+    mentions = _relation_mentions(inputs["relation_mentions"])
+    gone_relations = [_endpoints(kb, *pairs[key]) for key in sorted(pairs) if key not in mentions]
+    relations = [{**_endpoints(kb, *pairs[key]), **_relation_values(found)} for key, found in sorted(mentions.items())]
+    if gone_entities or entities or gone_relations or relations:
+        await run(
+            tx,
+            q.APPLY_MERGES,
+            kb=kb,
+            gone_entities=gone_entities,
+            entities=entities,
+            gone_relations=gone_relations,
+            relations=relations,
+        )
+
+
+def _merged_entities(rows: Iterable[Mapping[str, Any]]) -> tuple[list[str], list[dict[str, Any]]]:
+    """The entities left without a mention, and the merged values of those whose values changed."""
+    gone: list[str] = []
+    changed: list[dict[str, Any]] = []
+    for row in rows:
+        mentions = [EntityMention(row["id"], n, t, d, c) for n, t, d, c in row["mentions"]]
+        if not mentions:
+            gone.append(row["uid"])
+            continue
+        merged = merge_entity(mentions)
+        if merged != MergedEntity(row["name"], row["type"], row["description"], row["mention_count"]):
+            changed.append(_entity_row(row["uid"], merged))
+    return gone, changed
+
+
+def _entity_row(uid: str, merged: MergedEntity) -> dict[str, Any]:
+    return {
+        "uid": uid,
+        "name": merged.name,
+        "type": merged.type,
+        "description": merged.description,
+        "mention_count": merged.mention_count,
+        "terms": indexed_terms(merged.name),
+    }
+
+
+def _relation_mentions(rows: Iterable[Sequence[Any]]) -> dict[str, list[RelationMention]]:
+    found: dict[str, list[RelationMention]] = defaultdict(list)
+    for pair, source, target, description, weight, chunk_id in rows:
+        found[pair].append(RelationMention(source, target, description, float(weight), chunk_id))
+    return found
+
+
+def _endpoints(kb: str, source_id: str, target_id: str) -> dict[str, Any]:
+    return {"source": node_uid(kb, source_id), "target": node_uid(kb, target_id)}
+
+
+def _relation_values(mentions: list[RelationMention]) -> dict[str, Any]:
+    merged = merge_relation(mentions)
+    return {"description": merged.description, "weight": merged.weight, "chunk_ids": list(merged.chunk_ids)}
+
+
+# -- communities --------------------------------------------------------------------------------------------------
+
+
+async def replace_communities(tx: AsyncManagedTransaction, p: CommunityParams) -> None:
+    await run(tx, q.LOCK_COMMUNITIES, **kb_scope(p.kb))
+    await run(tx, q.DROP_OTHER_COMMUNITIES, **kb_scope(p.kb), keep=p.keep)
+    await run(tx, q.UNLINK_COMMUNITIES, **kb_scope(p.kb))
+    if p.rows:
+        await run(tx, q.WRITE_COMMUNITIES, **kb_scope(p.kb), rows=p.rows)
+        await run(tx, q.LINK_MEMBERS, rows=p.members)
+    if p.parents:
+        await run(tx, q.LINK_PARENTS, rows=p.parents)
+    await _check_community_dimensions(tx, p.kb)
+
+
+async def _check_community_dimensions(tx: AsyncManagedTransaction, kb: str) -> None:
+    """Kept communities keep their vectors: the new ones must match them (checked before commit)."""
+    found = await run(tx, q.COMMUNITY_DIMENSIONS, **kb_scope(kb))
+    dimensions = sorted(int(record["dimension"]) for record in found)
+    if len(dimensions) > 1:
+        raise InvalidRequest(
+            f"KB {kb!r}: the community embeddings would have different dimensions {dimensions}; "
+            "give a vector for every community after changing the embedding model"
+        )

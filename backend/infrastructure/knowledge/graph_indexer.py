@@ -1,0 +1,183 @@
+"""Ingestion into a GraphStore: chunk → extract → embed → write, one document at a time.
+
+Documents are keyed by content hash, so re-ingesting an unchanged document does no work, and a
+changed document under the same `source` replaces its old version. Each document is written in
+one store transaction; communities are refreshed once per batch, not per document.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from backend.application.ports.ingestion import IndexReport, ProgressCallback, SourceDocument
+from backend.domain.graph import ChunkRecord, DocumentGraph, DocumentRecord, EntityMention
+from backend.domain.knowledge_base import KnowledgeBase
+from backend.graphrag_agent import ids
+from backend.graphrag_agent.chunking import chunk_text
+from backend.graphrag_agent.extraction.base import Extraction, Extractor
+from backend.graphrag_agent.ports import TextEmbedder, Vector
+from backend.infrastructure.graph_store.port import GraphStore
+from backend.infrastructure.knowledge.locks import KbLocks
+
+logger = logging.getLogger(__name__)
+
+
+class CommunityRefresher(Protocol):
+    async def refresh(self, kb: str) -> None:
+        """Bring the KB's communities up to date, called with the KB's write lock held: now
+        (`CommunityMaintainer`) or by a background task that takes the lock itself (`DeferredRefresher`)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkingOptions:
+    chunk_tokens: int = 200
+    overlap_tokens: int = 40
+
+
+@dataclass(slots=True)
+class _Tally:
+    added: int = 0
+    unchanged: int = 0
+    replaced: int = 0
+    chunks: int = 0
+    entity_mentions: int = 0
+    relation_mentions: int = 0
+    model_calls: int = 0
+
+    def report(self, doc_ids: Sequence[str]) -> IndexReport:
+        return IndexReport(
+            documents_added=self.added,
+            documents_unchanged=self.unchanged,
+            documents_replaced=self.replaced,
+            chunks_written=self.chunks,
+            entity_mentions=self.entity_mentions,
+            relation_mentions=self.relation_mentions,
+            model_calls=self.model_calls,
+            doc_ids=tuple(doc_ids),
+        )
+
+
+class GraphIndexer:
+    """Implements the application's `KnowledgeIndexer` port over a `GraphStore`."""
+
+    def __init__(
+        self,
+        store: GraphStore,
+        embedder: TextEmbedder,
+        extractor: Extractor,
+        communities: CommunityRefresher,
+        locks: KbLocks,
+        chunking: ChunkingOptions | None = None,
+    ) -> None:
+        self._store = store
+        self._embedder = embedder
+        self._extractor = extractor
+        self._communities = communities
+        self._chunking = chunking or ChunkingOptions()
+        # Writers of one KB take turns so that replacements and community refreshes see a stable graph.
+        self._lock = locks
+
+    async def index(
+        self, kb: KnowledgeBase, documents: Sequence[SourceDocument], progress: ProgressCallback | None = None
+    ) -> IndexReport:
+        tally = _Tally()
+        doc_ids: list[str] = []
+        async with self._lock(kb.kb_prefix):
+            for done, document in enumerate(documents, start=1):
+                doc_ids.append(await self._index_one(kb.kb_prefix, document, tally))
+                if progress is not None:
+                    progress(done, len(documents), document.title)
+            if tally.added or tally.replaced:
+                await self._communities.refresh(kb.kb_prefix)
+        logger.info(
+            "indexed kb=%s: %d added, %d unchanged, %d replaced, %d chunks, %d model calls",
+            kb.kb_prefix,
+            tally.added,
+            tally.unchanged,
+            tally.replaced,
+            tally.chunks,
+            tally.model_calls,
+        )
+        return tally.report(doc_ids)
+
+    async def _index_one(self, kb: str, document: SourceDocument, tally: _Tally) -> str:
+        text = ids.normalise_text(document.text)
+        title = document.title.strip() or "untitled"
+        doc_id = ids.document_id(title, text)
+        if await self._store.get_document(kb, doc_id) is not None:
+            tally.unchanged += 1
+            return doc_id
+        outdated = [d.doc_id for d in await self._previous_versions(kb, document.source) if d.doc_id != doc_id]
+        record = DocumentRecord(doc_id, title, dict(document.metadata), document.source)
+        chunks = self._chunks(kb, doc_id, text)
+        extraction = await self._extractor.extract(kb, record, chunks)
+        graph = DocumentGraph(
+            DocumentRecord(doc_id, title, dict(document.metadata), document.source, chunk_count=len(chunks)),
+            tuple(chunks),
+            extraction.entity_mentions,
+            extraction.relation_mentions,
+        )
+        chunk_vectors = await self._embed([f"{title}\n{chunk.text}" for chunk in chunks])
+        entity_vectors = await self._new_entity_vectors(kb, extraction)
+        await self._store.upsert_document(kb, graph, chunk_vectors, entity_vectors)
+        for old in outdated:
+            await self._store.delete_document(kb, old)
+        tally.added += 1
+        tally.replaced += len(outdated)
+        tally.chunks += len(chunks)
+        tally.entity_mentions += len(extraction.entity_mentions)
+        tally.relation_mentions += len(extraction.relation_mentions)
+        tally.model_calls += extraction.model_calls
+        return doc_id
+
+    async def _previous_versions(self, kb: str, source: str) -> list[DocumentRecord]:
+        return await self._store.find_documents_by_source(kb, source) if source else []
+
+    def _chunks(self, kb: str, doc_id: str, text: str) -> list[ChunkRecord]:
+        pieces = chunk_text(text, self._chunking.chunk_tokens, self._chunking.overlap_tokens)
+        return [
+            ChunkRecord(
+                ids.chunk_id(kb, doc_id, piece.ordinal), doc_id, piece.ordinal, piece.text, piece.start, piece.end
+            )
+            for piece in pieces
+        ]
+
+    async def _embed(self, texts: Sequence[str]) -> list[Vector]:
+        if not texts:
+            return []
+        return list(await self._embedder.embed(texts))
+
+    async def _new_entity_vectors(self, kb: str, extraction: Extraction) -> dict[str, Vector]:
+        first_mention: dict[str, EntityMention] = {}
+        for mention in extraction.entity_mentions:
+            first_mention.setdefault(mention.entity_id, mention)
+        existing = await self._store.existing_entity_ids(kb, list(first_mention))
+        new = [mention for entity_id, mention in first_mention.items() if entity_id not in existing]
+        vectors = await self._embed([_entity_text(mention) for mention in new])
+        return {mention.entity_id: vector for mention, vector in zip(new, vectors, strict=True)}
+
+    async def delete_document(self, kb: KnowledgeBase, doc_id: str) -> bool:
+        async with self._lock(kb.kb_prefix):
+            deleted = await self._store.delete_document(kb.kb_prefix, doc_id)
+            if deleted:
+                await self._communities.refresh(kb.kb_prefix)
+        return deleted
+
+    async def get_document(self, kb: KnowledgeBase, doc_id: str) -> DocumentRecord | None:
+        return await self._store.get_document(kb.kb_prefix, doc_id)
+
+    async def list_documents(self, kb: KnowledgeBase) -> list[DocumentRecord]:
+        return await self._store.list_documents(kb.kb_prefix)
+
+
+def _entity_text(mention: EntityMention) -> str:
+    """What an entity's vector is computed from: its name alone.
+
+    Names are a few word pieces, so tens of thousands of entities embed in seconds; descriptions
+    would cost ten times more for little gain in matching a question's names.
+    """
+    return mention.name

@@ -1,0 +1,95 @@
+"""The KB catalog: the registry file's KBs plus the KBs created through the API.
+
+Created KBs live in the graph store, so they survive restarts and every server process sharing
+the store sees them: a lookup that misses re-reads the store before answering "unknown", and the
+list is re-read when older than `refresh_s`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections.abc import Sequence
+from typing import Protocol
+
+from backend.domain.errors import Conflict, InvalidRequest
+from backend.domain.knowledge_base import KnowledgeBase, is_valid_kb_prefix
+from backend.domain.worker_name import DEFAULT_KB_ALIAS
+from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
+
+
+class KnowledgeBaseRecords(Protocol):
+    """Where run-time KBs are kept (the graph store)."""
+
+    async def save_knowledge_base(self, kb: KnowledgeBase) -> None: ...
+
+    async def list_knowledge_bases(self) -> list[KnowledgeBase]: ...
+
+
+class KnowledgeBaseCatalog:
+    """Implements the application's `KnowledgeBaseCatalog` port."""
+
+    def __init__(self, registry: KnowledgeBaseRegistry, records: KnowledgeBaseRecords, refresh_s: float = 5.0) -> None:
+        self._registry = registry
+        self._records = records
+        self._refresh_s = refresh_s
+        self._created: dict[str, KnowledgeBase] = {}
+        self._loaded_at = float("-inf")
+        self._lock = asyncio.Lock()
+
+    async def _refresh(self, force: bool = False) -> None:
+        if not force and time.monotonic() - self._loaded_at < self._refresh_s:
+            return
+        async with self._lock:
+            if not force and time.monotonic() - self._loaded_at < self._refresh_s:
+                return
+            stored = await self._records.list_knowledge_bases()
+            self._created = {kb.kb_prefix: kb for kb in stored if self._registry.get(kb.kb_prefix) is None}
+            self._loaded_at = time.monotonic()
+
+    def _lookup(self, kb_prefix: str) -> KnowledgeBase | None:
+        from_file = self._registry.get(kb_prefix)
+        if from_file is not None or kb_prefix in ("", DEFAULT_KB_ALIAS):
+            return from_file
+        return self._created.get(kb_prefix)
+
+    async def get(self, kb_prefix: str) -> KnowledgeBase | None:
+        await self._refresh()
+        found = self._lookup(kb_prefix)
+        if found is None and is_valid_kb_prefix(kb_prefix):
+            await self._refresh(force=True)  # created by another process since the last refresh?
+            found = self._lookup(kb_prefix)
+        return found
+
+    async def list(self) -> Sequence[KnowledgeBase]:
+        await self._refresh()
+        return (*self._registry.list(), *sorted(self._created.values(), key=lambda kb: kb.kb_prefix))
+
+    async def create(self, kb: KnowledgeBase) -> KnowledgeBase:
+        if not is_valid_kb_prefix(kb.kb_prefix):
+            raise InvalidRequest("kb_prefix must match ^[a-z0-9_]{1,32}$ and must not be 'general'")
+        if kb.handler:
+            raise InvalidRequest("KB handlers are code: configure them in the registry file, not through the API")
+        if await self.get(kb.kb_prefix) is not None or kb.kb_prefix == DEFAULT_KB_ALIAS:
+            raise Conflict(f"knowledge base {kb.kb_prefix!r} already exists")
+        await self._records.save_knowledge_base(kb)
+        self._created[kb.kb_prefix] = kb
+        return kb
+
+
+class InMemoryKnowledgeBaseRecords:
+    """Run-time KBs kept in memory: for tests, and for a catalog that only has a registry file."""
+
+    def __init__(self) -> None:
+        self._kbs: dict[str, KnowledgeBase] = {}
+
+    async def save_knowledge_base(self, kb: KnowledgeBase) -> None:
+        self._kbs[kb.kb_prefix] = kb
+
+    async def list_knowledge_bases(self) -> list[KnowledgeBase]:
+        return list(self._kbs.values())
+
+
+def static_catalog(knowledge_bases: Sequence[KnowledgeBase]) -> KnowledgeBaseCatalog:
+    """A catalog of fixed KBs (tests, tools)."""
+    return KnowledgeBaseCatalog(KnowledgeBaseRegistry(knowledge_bases), InMemoryKnowledgeBaseRecords())

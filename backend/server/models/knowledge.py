@@ -1,0 +1,150 @@
+"""Request and response bodies of the knowledge-base endpoints."""
+
+from __future__ import annotations
+
+from datetime import datetime
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field
+
+from backend.application.ports.ingestion import IndexReport, SourceDocument
+from backend.application.ports.retrieval import RetrievalOutcome
+from backend.domain.agent_types import DEFAULT_AGENT_TYPE
+from backend.domain.graph import DocumentRecord
+from backend.domain.knowledge_base import KnowledgeBase
+
+
+class _Body(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+
+class CreateKnowledgeBase(_Body):
+    kb_prefix: str = Field(pattern=r"^[a-z0-9_]{1,32}$")
+    description: str = Field("", max_length=2000)
+    keywords: list[str] = Field(default_factory=list, max_length=100)
+    language: str = Field("en", max_length=16)
+    default_agent: str = Field(DEFAULT_AGENT_TYPE, max_length=64)
+
+    def to_domain(self) -> KnowledgeBase:
+        return KnowledgeBase(
+            kb_prefix=self.kb_prefix,
+            description=self.description,
+            keywords=tuple(keyword.strip()[:64] for keyword in self.keywords if keyword.strip()),
+            language=self.language,
+            default_agent=self.default_agent,
+        )
+
+
+class KnowledgeBaseOut(BaseModel):
+    kb_prefix: str
+    description: str
+    keywords: list[str]
+    language: str
+    default_agent: str
+
+    @classmethod
+    def of(cls, kb: KnowledgeBase) -> KnowledgeBaseOut:
+        return cls(
+            kb_prefix=kb.kb_prefix,
+            description=kb.description,
+            keywords=list(kb.keywords),
+            language=kb.language,
+            default_agent=kb.default_agent,
+        )
+
+
+class KnowledgeBasesResponse(BaseModel):
+    knowledge_bases: list[KnowledgeBaseOut]
+    agent_types: list[str]
+    generation_mode: str
+
+
+class DocumentIn(_Body):
+    title: str = Field(min_length=1, max_length=500)
+    text: str = Field(min_length=1, max_length=5_000_000)
+    metadata: dict[str, Any] = Field(default_factory=dict)
+    source: str = Field("", max_length=500, description="your id for it: new content under a known source replaces it")
+
+    def to_source(self) -> SourceDocument:
+        return SourceDocument(title=self.title, text=self.text, metadata=self.metadata, source=self.source)
+
+
+class IngestRequest(_Body):
+    documents: list[DocumentIn] = Field(min_length=1, max_length=1000)
+
+
+class IngestResponse(BaseModel):
+    kb_prefix: str
+    documents_added: int
+    documents_unchanged: int
+    documents_replaced: int
+    chunks_written: int
+    entity_mentions: int
+    relation_mentions: int
+    model_calls: int
+    doc_ids: list[str]
+
+    @classmethod
+    def of(cls, kb_prefix: str, report: IndexReport) -> IngestResponse:
+        return cls(
+            kb_prefix=kb_prefix,
+            documents_added=report.documents_added,
+            documents_unchanged=report.documents_unchanged,
+            documents_replaced=report.documents_replaced,
+            chunks_written=report.chunks_written,
+            entity_mentions=report.entity_mentions,
+            relation_mentions=report.relation_mentions,
+            model_calls=report.model_calls,
+            doc_ids=list(report.doc_ids),
+        )
+
+
+class DocumentOut(BaseModel):
+    doc_id: str
+    title: str
+    source: str
+    chunk_count: int
+    metadata: dict[str, Any]
+    created_at: datetime | None
+
+    @classmethod
+    def of(cls, document: DocumentRecord) -> DocumentOut:
+        return cls(
+            doc_id=document.doc_id,
+            title=document.title,
+            source=document.source,
+            chunk_count=document.chunk_count,
+            metadata=document.metadata,
+            created_at=document.created_at,
+        )
+
+
+class DocumentsResponse(BaseModel):
+    kb_prefix: str
+    documents: list[DocumentOut]
+
+
+class RetrieveRequest(_Body):
+    query: str = Field(min_length=1, max_length=4000)
+    agent_type: str | None = Field(None, max_length=64)
+    top_k: int = Field(8, ge=1, le=50)
+
+
+class RetrieveResponse(BaseModel):
+    kb_prefix: str
+    agent_type: str
+    worker_name: str
+    duration_ms: float
+    retrieval_results: list[dict[str, Any]]
+    reference: dict[str, Any]
+
+    @classmethod
+    def of(cls, kb_prefix: str, outcome: RetrievalOutcome) -> RetrieveResponse:
+        return cls(
+            kb_prefix=kb_prefix,
+            agent_type=outcome.agent_type,
+            worker_name=outcome.worker_name,
+            duration_ms=outcome.duration_ms,
+            retrieval_results=[result.to_dict() for result in outcome.results],
+            reference=outcome.reference,
+        )

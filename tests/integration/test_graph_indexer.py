@@ -1,0 +1,131 @@
+"""The indexing pipeline on every GraphStore adapter: incremental, replace by source, delete, isolation."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pytest
+
+from backend.application.ports.ingestion import SourceDocument
+from backend.domain.graph import ChunkRecord, DocumentRecord
+from backend.domain.knowledge_base import KnowledgeBase
+from backend.graphrag_agent import ids
+from backend.graphrag_agent.extraction.base import Extraction
+from backend.graphrag_agent.extraction.offline import OfflineExtractor
+from backend.infrastructure.graph_store.port import GraphStore
+from tests.support.hash_embedder import HashEmbedder
+from tests.support.indexing import make_indexer
+
+KB = KnowledgeBase("people")
+OTHER_KB = KnowledgeBase("archive")
+
+ADA = SourceDocument(
+    "Ada Lovelace",
+    "Ada Lovelace worked with Charles Babbage on the Analytical Engine. "
+    "Ada Lovelace was born in London. Charles Babbage taught in Cambridge.",
+    source="ada.md",
+)
+GRACE = SourceDocument(
+    "Grace Hopper",
+    "Grace Hopper wrote the first compiler. Grace Hopper served in the United States Navy. "
+    "Grace Hopper admired Charles Babbage.",
+    source="grace.md",
+)
+ALAN = SourceDocument(
+    "Alan Turing",
+    "Alan Turing studied in Cambridge. Alan Turing worked at Bletchley Park with Joan Clarke.",
+    source="alan.md",
+)
+
+
+class CountingExtractor:
+    def __init__(self) -> None:
+        self.inner = OfflineExtractor()
+        self.documents: list[str] = []
+
+    async def extract(self, kb: str, document: DocumentRecord, chunks: Sequence[ChunkRecord]) -> Extraction:
+        self.documents.append(document.title)
+        return await self.inner.extract(kb, document, chunks)
+
+
+async def entity_names(store: GraphStore, kb: str) -> set[str]:
+    graph = await store.entity_graph(kb)
+    return {entity.name for entity in await store.get_entities(kb, graph.entity_ids)}
+
+
+async def test_ingest_builds_chunks_entities_relations_and_communities(graph_store: GraphStore) -> None:
+    embedder = HashEmbedder()
+    report = await make_indexer(graph_store, embedder).index(KB, [ADA, GRACE, ALAN])
+    assert (report.documents_added, report.documents_unchanged) == (3, 0)
+    counts = await graph_store.counts(KB.kb_prefix)
+    assert counts.documents == 3 and counts.chunks == report.chunks_written >= 3
+    assert counts.entities > 6 and counts.relations > 6
+    names = await entity_names(graph_store, KB.kb_prefix)
+    assert {"Ada Lovelace", "Charles Babbage", "Grace Hopper", "Cambridge", "Alan Turing"} <= names
+    babbage = ids.entity_id(KB.kb_prefix, "Charles Babbage")
+    chunks = await graph_store.chunks_mentioning(KB.kb_prefix, [babbage], limit=10)
+    assert {hit.title for hit in chunks} == {"Ada Lovelace", "Grace Hopper"}  # one entity, two documents
+    communities = await graph_store.list_communities(KB.kb_prefix)
+    assert communities and all(c.title and c.summary for c in communities)
+
+
+async def test_reingesting_unchanged_documents_does_no_work(graph_store: GraphStore) -> None:
+    embedder, extractor = HashEmbedder(), CountingExtractor()
+    indexer = make_indexer(graph_store, embedder, extractor)
+    first = await indexer.index(KB, [ADA, GRACE])
+    calls_before, extracted_before = embedder.calls, list(extractor.documents)
+    again = await indexer.index(KB, [ADA, GRACE])
+    assert (again.documents_added, again.documents_unchanged, again.chunks_written) == (0, 2, 0)
+    assert again.doc_ids == first.doc_ids
+    assert embedder.calls == calls_before and extractor.documents == extracted_before
+
+
+async def test_changed_content_under_the_same_source_replaces_the_old_version(graph_store: GraphStore) -> None:
+    indexer = make_indexer(graph_store, HashEmbedder())
+    await indexer.index(KB, [ADA, GRACE])
+    old_id = ids.document_id(ADA.title, ADA.text)
+    edited = SourceDocument(ADA.title, "Ada Lovelace wrote notes on the Analytical Engine in Paris.", source="ada.md")
+    report = await indexer.index(KB, [edited])
+    assert (report.documents_added, report.documents_replaced) == (1, 1)
+    assert await graph_store.get_document(KB.kb_prefix, old_id) is None
+    assert [d.title for d in await graph_store.list_documents(KB.kb_prefix)] == ["Ada Lovelace", "Grace Hopper"]
+    names = await entity_names(graph_store, KB.kb_prefix)
+    assert "London" not in names  # only the old version mentioned it
+    assert {"Paris", "Charles Babbage"} <= names  # new mention; still mentioned by Grace Hopper
+
+
+async def test_deleting_a_document_removes_what_only_it_supported(graph_store: GraphStore) -> None:
+    indexer = make_indexer(graph_store, HashEmbedder())
+    await indexer.index(KB, [ADA, GRACE, ALAN])
+    alan_id = ids.document_id(ALAN.title, ALAN.text)
+    before = await graph_store.counts(KB.kb_prefix)
+    assert await indexer.delete_document(KB, alan_id) is True
+    assert await indexer.delete_document(KB, alan_id) is False
+    after = await graph_store.counts(KB.kb_prefix)
+    assert (after.documents, after.entities < before.entities, after.relations < before.relations) == (2, True, True)
+    names = await entity_names(graph_store, KB.kb_prefix)
+    assert not names & {"Alan Turing", "Bletchley Park", "Joan Clarke"}
+    assert "Cambridge" in names  # Ada's document still mentions it
+    cambridge = (await graph_store.get_entities(KB.kb_prefix, [ids.entity_id(KB.kb_prefix, "Cambridge")]))[0]
+    assert cambridge.mention_count == 1
+    members = {entity for c in await graph_store.list_communities(KB.kb_prefix) for entity in c.entity_ids}
+    assert ids.entity_id(KB.kb_prefix, "Alan Turing") not in members
+
+
+async def test_the_same_document_in_two_kbs_stays_separate(graph_store: GraphStore) -> None:
+    indexer = make_indexer(graph_store, HashEmbedder())
+    await indexer.index(KB, [ADA, GRACE])
+    await indexer.index(OTHER_KB, [ADA])
+    ada_id = ids.document_id(ADA.title, ADA.text)
+    assert await indexer.delete_document(OTHER_KB, ada_id)
+    assert await graph_store.get_document(KB.kb_prefix, ada_id) is not None
+    assert (await graph_store.counts(OTHER_KB.kb_prefix)).entities == 0
+    assert await graph_store.list_communities(OTHER_KB.kb_prefix) == []
+    assert "Ada Lovelace" in await entity_names(graph_store, KB.kb_prefix)
+
+
+@pytest.mark.parametrize("title", ["", "   "])
+async def test_untitled_documents_are_named(graph_store: GraphStore, title: str) -> None:
+    report = await make_indexer(graph_store, HashEmbedder()).index(KB, [SourceDocument(title, "Some text here.")])
+    (document,) = await graph_store.list_documents(KB.kb_prefix)
+    assert document.title == "untitled" and report.doc_ids == (document.doc_id,)

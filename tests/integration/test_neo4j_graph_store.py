@@ -1,0 +1,353 @@
+"""What only the Neo4j GraphStore has: its schema, the vector index path, and driver error translation.
+
+The contract suite (`tests/contract/test_graph_store.py`) covers the GraphStore behaviour both stores share.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import inspect
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import neo4j.exceptions
+import numpy as np
+import pytest
+from neo4j import AsyncGraphDatabase
+
+from backend.domain.errors import InvalidRequest, StoreUnavailable
+from backend.domain.graph import (
+    ChunkRecord,
+    CommunityRecord,
+    DocumentGraph,
+    DocumentRecord,
+    EntityMention,
+    RelationMention,
+)
+from backend.domain.knowledge_base import KnowledgeBase
+from backend.graphrag_agent.ports import Vector
+from backend.infrastructure.graph_store.merge import merge_entity, merge_relation
+from backend.infrastructure.graph_store.neo4j import Neo4jGraphStore
+from backend.infrastructure.graph_store.neo4j.errors import DRIVER_ERRORS, store_unavailable
+from backend.infrastructure.graph_store.neo4j.store import lucene_query
+from backend.infrastructure.graph_store.port import GraphCounts
+from tests.support.neo4j import TEST_EMBEDDING_DIMENSION, Neo4jServer, open_test_store
+
+DIM = TEST_EMBEDDING_DIMENSION
+PASSWORD = "s3cret-Pa55word"  # a dummy, checked never to appear in messages
+UNREACHABLE = "bolt://127.0.0.1:1"  # port 1: nothing listens there
+
+EXPECTED_RULES = {
+    "graphrag_knowledge_base_uid",
+    "graphrag_document_uid",
+    "graphrag_chunk_uid",
+    "graphrag_entity_uid",
+    "graphrag_community_uid",
+    "graphrag_community_set_uid",
+    "graphrag_document_kb",
+    "graphrag_document_source",
+    "graphrag_chunk_kb",
+    "graphrag_entity_kb",
+    "graphrag_community_kb",
+    "graphrag_relation_mention_pair",
+    "graphrag_relation_mention_doc",
+    "graphrag_chunk_terms",
+    "graphrag_entity_terms",
+    "graphrag_chunk_embedding",
+    "graphrag_entity_embedding",
+    "graphrag_community_embedding",
+}
+
+HOSTILE = [
+    "x') DETACH DELETE n //",
+    "'; MATCH (n) DETACH DELETE n; //",
+    '"}) RETURN 1 UNION MATCH (n) RETURN n //',
+    "`Chunk`:`Entity`",
+    "$kb {uid: $uid}",
+    '["kb","id"]',
+    "\\ \\\\ \\u0000 \\'",
+    "+kbt:* OR terms:*^9 [* TO *] /.*/ ~ ? ( ) { } && || !",
+    "line1\nline2\r\n\ttabbed",
+    "nul\x00byte",
+    "苹果酒 «guillemets» 🍎 zero\u200bwidth",
+    "x" * 5000,
+]
+
+
+def axis(index: int) -> Vector:
+    vector = np.zeros(DIM, dtype=np.float32)
+    vector[index % DIM] = 1.0
+    return vector
+
+
+@pytest.fixture
+async def store(neo4j_server: Neo4jServer) -> AsyncIterator[Neo4jGraphStore]:
+    opened = await open_test_store(neo4j_server)
+    await opened.delete_everything()
+    yield opened
+    await opened.close()
+
+
+def simple_document(kb: str, doc_id: str, text: str, entity: str = "Apple") -> DocumentGraph:
+    chunk = ChunkRecord(f"{doc_id}-c0", doc_id, 0, text, 0, len(text))
+    mention = EntityMention(f"{kb}-{entity}", entity, "thing", f"{entity} in {doc_id}", chunk.chunk_id)
+    return DocumentGraph(DocumentRecord(doc_id, f"Title {doc_id}"), (chunk,), (mention,))
+
+
+# -- schema ---------------------------------------------------------------------------------------------------
+
+
+async def test_schema_is_created_once_and_opening_again_changes_nothing(neo4j_server: Neo4jServer) -> None:
+    first = await open_test_store(neo4j_server)
+    try:
+        before = await _schema_rules(neo4j_server)
+        second = await open_test_store(neo4j_server)
+        try:
+            await second.ping()
+            assert await _schema_rules(neo4j_server) == before
+        finally:
+            await second.close()
+    finally:
+        await first.close()
+    assert {name for name, _, _ in before} >= EXPECTED_RULES
+    assert all(state == "ONLINE" for name, _, state in before if name in EXPECTED_RULES)
+
+
+async def _schema_rules(server: Neo4jServer) -> list[tuple[str, str, str]]:
+    auth = (server.user, server.password) if server.password else None
+    async with AsyncGraphDatabase.driver(server.uri, auth=auth) as driver:
+        found = await driver.execute_query(
+            "SHOW INDEXES YIELD name, type, state RETURN name, type, state ORDER BY name"
+        )
+    return [(r["name"], r["type"], r["state"]) for r in found.records]
+
+
+# -- driver errors -------------------------------------------------------------------------------------------
+
+
+def _driver_error_classes() -> list[type[BaseException]]:
+    members = inspect.getmembers(neo4j.exceptions, inspect.isclass)
+    return sorted((cls for _, cls in members if issubclass(cls, neo4j.exceptions.GqlError)), key=lambda c: c.__name__)
+
+
+def test_every_driver_error_class_is_translated() -> None:
+    classes = _driver_error_classes()
+    assert len(classes) > 20  # the module was really read
+    for cls in [*classes, OSError, ConnectionResetError]:
+        exc = cls(f"boom {PASSWORD}")
+        assert isinstance(exc, DRIVER_ERRORS), cls
+        translated = store_unavailable(exc, "counts", "bolt://db:7687", (PASSWORD,))
+        assert isinstance(translated, StoreUnavailable)
+        assert PASSWORD not in translated.message
+        assert "counts" in translated.message and "bolt://db:7687" in translated.message
+
+
+@pytest.mark.parametrize(
+    ("error", "kind"),
+    [
+        (neo4j.exceptions.ServiceUnavailable("down"), "cannot be reached"),
+        (neo4j.exceptions.SessionExpired("gone"), "connection was lost"),
+        (neo4j.exceptions.AuthError("no"), "authentication was refused"),
+        (neo4j.exceptions.TransientError("deadlock"), "transient failure"),
+        (neo4j.exceptions.DatabaseError("disk"), "server failed"),
+        (neo4j.exceptions.CypherSyntaxError("bad"), "refused the request"),
+        (neo4j.exceptions.ConnectionAcquisitionTimeoutError("busy"), "no connection became free"),
+        (ConnectionResetError("reset"), "network error"),
+    ],
+)
+async def test_store_methods_raise_store_unavailable_for_each_kind(error: BaseException, kind: str) -> None:
+    store = Neo4jGraphStore(_FailingDriver(error), server="bolt://db:7687")  # type: ignore[arg-type]
+    calls: list[Callable[[], Awaitable[object]]] = [
+        store.ping,
+        lambda: store.counts("kb"),
+        lambda: store.delete_document("kb", "d"),
+        store.list_knowledge_bases,
+    ]
+    for call in calls:
+        with pytest.raises(StoreUnavailable, match=kind) as raised:
+            await call()
+        assert raised.value.__cause__ is error
+
+
+class _FailingDriver:
+    """Just enough of an AsyncDriver to fail the way a real one does, for every entry point the store uses."""
+
+    execute_query_bookmark_manager = None
+
+    def __init__(self, error: BaseException) -> None:
+        self._error = error
+
+    async def execute_query(self, *args: Any, **kwargs: Any) -> Any:
+        raise self._error
+
+    def session(self, **config: Any) -> _FailingDriver:
+        return self
+
+    async def __aenter__(self) -> _FailingDriver:
+        raise self._error
+
+    async def __aexit__(self, *exc: object) -> None:
+        return None
+
+    async def close(self) -> None:
+        return None
+
+
+async def test_an_unreachable_server_gives_store_unavailable() -> None:
+    driver = AsyncGraphDatabase.driver(UNREACHABLE, auth=("neo4j", PASSWORD), connection_timeout=2.0)
+    store = Neo4jGraphStore(driver, server=UNREACHABLE, secrets=(PASSWORD,))
+    try:
+        with pytest.raises(StoreUnavailable, match="cannot be reached") as raised:
+            await store.ping()
+        assert PASSWORD not in str(raised.value)
+    finally:
+        await store.close()
+    with pytest.raises(StoreUnavailable) as opened:
+        await Neo4jGraphStore.open(UNREACHABLE, "neo4j", PASSWORD, connection_timeout_s=2.0)
+    assert PASSWORD not in str(opened.value)
+
+
+@pytest.mark.parametrize("uri", ["http://127.0.0.1:7474", "not a uri", "bolt://user:pw-in-uri@127.0.0.1:1"])
+async def test_a_bad_uri_gives_store_unavailable_without_credentials(uri: str) -> None:
+    with pytest.raises(StoreUnavailable) as raised:
+        await Neo4jGraphStore.open(uri, "neo4j", PASSWORD, connection_timeout_s=2.0, max_retry_time_s=0.5)
+    assert PASSWORD not in str(raised.value)
+    assert "pw-in-uri" not in str(raised.value)
+
+
+async def test_a_closed_store_refuses_work(store: Neo4jGraphStore) -> None:
+    await store.close()
+    with pytest.raises(StoreUnavailable, match="closed"):
+        await store.counts("kb")
+    await store.close()  # idempotent
+
+
+# -- values, never syntax ---------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text", HOSTILE)
+async def test_hostile_strings_are_stored_and_read_back_verbatim(store: Neo4jGraphStore, text: str) -> None:
+    kb, doc_id, chunk_id = f"kb {text}", f"doc {text}", f"chunk {text}"
+    source_id, target_id = f"e1 {text}", f"e2 {text}"
+    chunk = ChunkRecord(chunk_id, doc_id, 0, f"apple {text}", 0, 5)
+    graph = DocumentGraph(
+        DocumentRecord(doc_id, f"title {text}", {text: text, "nested": [text, {"k": text}]}, f"source {text}"),
+        (chunk,),
+        (
+            EntityMention(source_id, f"Apple {text}", f"type {text}", f"description {text}", chunk_id),
+            EntityMention(target_id, f"Mill {text}", "place", "", chunk_id),
+        ),
+        (RelationMention(source_id, target_id, f"relation {text}", 1.5, chunk_id),),
+    )
+    await store.upsert_document(kb, graph, [axis(0)], {source_id: axis(1), target_id: axis(2)})
+
+    doc = await store.get_document(kb, doc_id)
+    assert doc is not None
+    assert (doc.doc_id, doc.title, doc.source) == (doc_id, f"title {text}", f"source {text}")
+    assert doc.metadata == {text: text, "nested": [text, {"k": text}]}
+    assert [d.doc_id for d in await store.find_documents_by_source(kb, f"source {text}")] == [doc_id]
+    [hit] = await store.get_chunks(kb, [chunk_id])
+    assert (hit.chunk_id, hit.doc_id, hit.text, hit.title) == (chunk_id, doc_id, f"apple {text}", f"title {text}")
+    entity = (await store.get_entities(kb, [source_id]))[0]
+    merged = merge_entity([graph.entity_mentions[0]])  # types are lower-cased, long descriptions cut
+    assert (entity.name, entity.type, entity.description) == (merged.name, merged.type, merged.description)
+    assert entity.name == f"Apple {text}".strip()
+    [relation] = await store.relations_of(kb, [source_id], 10)
+    assert relation.description == merge_relation(graph.relation_mentions).description
+    assert relation.chunk_ids == (chunk_id,)
+    assert await store.entities_in_chunks(kb, [chunk_id]) == {chunk_id: sorted([source_id, target_id])}
+    assert await store.chunks_of_entities(kb, [target_id], 5) == {target_id: [chunk_id]}
+
+    assert [h.chunk_id for h in await store.search_chunks_fulltext(kb, f"apple {text}", 5)] == [chunk_id]
+    assert [h.chunk_id for h in await store.search_chunks_vector(kb, axis(0), 5)] == [chunk_id]
+    assert source_id in {h.entity.entity_id for h in await store.search_entities_fulltext(kb, f"apple {text}", 5)}
+    assert (await store.search_entities_vector(kb, axis(1), 1))[0].entity.entity_id == source_id
+    assert await store.search_chunks_fulltext("kb", f"apple {text}", 5) == []  # another KB sees nothing
+
+    community = CommunityRecord(f"community {text}", 0, f"title {text}", f"summary {text}", 1.0, (source_id,))
+    await store.replace_communities(kb, [community], {community.community_id: axis(3)})
+    assert await store.list_communities(kb) == [community]
+    assert (await store.search_communities(kb, axis(3), None, 1))[0].community == community
+
+    registry = KnowledgeBase("kb", text, (text, "plain"), text, text, True, (text,), text)
+    await store.save_knowledge_base(registry)
+    assert await store.list_knowledge_bases() == [registry]
+    assert await store.delete_document(kb, doc_id) is True
+    assert (await store.counts(kb)).documents == 0
+
+
+def test_lucene_query_quotes_every_term_and_requires_the_kb() -> None:
+    query = lucene_query("orchard", 'apple* OR "mill" NOT (yeast)^3 kbt:x')
+    assert query is not None
+    assert query.startswith("+kbt:kb") and query.count("+") == 2
+    assert 'terms:"apple"' in query and 'terms:"mill"' in query and 'terms:"yeast"' in query
+    assert lucene_query("orchard", "the and of") is None  # stopwords only: nothing to search for
+
+
+# -- concurrent writers ---------------------------------------------------------------------------------------
+
+
+def shared_document(index: int) -> DocumentGraph:
+    """Documents that all mention Apple and Mill and relate them: concurrent writers touch the same nodes."""
+    doc_id = f"shared-{index}"
+    chunk = ChunkRecord(f"{doc_id}-c0", doc_id, 0, f"Apple and mill, part {index}.", 0, 10)
+    mentions = (
+        EntityMention("kb-apple", "Apple", "fruit", f"Apple {index}.", chunk.chunk_id),
+        EntityMention("kb-mill", "Mill", "place", f"Mill {index}.", chunk.chunk_id),
+    )
+    relation = RelationMention("kb-apple", "kb-mill", f"pressed {index}", 1.0, chunk.chunk_id)
+    return DocumentGraph(DocumentRecord(doc_id, f"Shared {index}"), (chunk,), mentions, (relation,))
+
+
+async def test_concurrent_writes_lose_no_mention(store: Neo4jGraphStore) -> None:
+    writers = 6
+    vectors = {"kb-apple": axis(0), "kb-mill": axis(1)}
+    await asyncio.gather(*(store.upsert_document("kb", shared_document(i), [axis(2)], vectors) for i in range(writers)))
+    # The same document written by several writers at once ends up written once.
+    await asyncio.gather(*(store.upsert_document("kb", shared_document(0), [axis(2)], vectors) for _ in range(3)))
+    apple = (await store.get_entities("kb", ["kb-apple"]))[0]
+    assert apple.mention_count == writers
+    assert set(apple.description.split("\n")) == {f"Apple {i}." for i in range(writers)}
+    [relation] = await store.relations_of("kb", ["kb-apple"], 5)
+    assert relation.weight == writers
+    assert len(relation.chunk_ids) == writers
+    assert await store.counts("kb") == GraphCounts(documents=writers, chunks=writers, entities=2, relations=1)
+    await asyncio.gather(*(store.delete_document("kb", f"shared-{i}") for i in range(1, writers)))
+    [relation] = await store.relations_of("kb", ["kb-apple"], 5)
+    assert (relation.weight, relation.chunk_ids) == (1.0, ("shared-0-c0",))
+
+
+# -- vectors -------------------------------------------------------------------------------------------------
+
+
+async def test_the_vector_index_path_agrees_with_the_exact_scan(neo4j_server: Neo4jServer) -> None:
+    exact = await open_test_store(neo4j_server)
+    indexed = await open_test_store(neo4j_server, exact_scan_max=2)  # every KB counts as large
+    try:
+        assert indexed.vector_index_dimensions["graphrag_chunk_embedding"] == DIM
+        await exact.delete_everything()
+        rng = np.random.default_rng(7)
+        for i in range(12):
+            vector = rng.standard_normal(DIM).astype(np.float32)
+            await exact.upsert_document("big", simple_document("big", f"d{i}", f"text {i}"), [vector], {})
+        await exact.upsert_document("tiny", simple_document("tiny", "t0", "tiny"), [axis(0)], {})
+        for query in (axis(0), axis(3), rng.standard_normal(DIM).astype(np.float32)):
+            expected = await exact.search_chunks_vector("big", query, 5)
+            assert await indexed.search_chunks_vector("big", query, 5) == expected
+        # A KB with fewer vectors than asked for falls back to the scan and still finds all of them.
+        assert [h.doc_id for h in await indexed.search_chunks_vector("tiny", axis(0), 5)] == ["t0"]
+    finally:
+        await exact.close()
+        await indexed.close()
+
+
+async def test_one_dimension_per_kb(store: Neo4jGraphStore) -> None:
+    await store.upsert_document("kb", simple_document("kb", "d0", "first"), [axis(0)], {})
+    longer = np.ones(DIM + 1, dtype=np.float32)
+    with pytest.raises(InvalidRequest, match="dimension"):
+        await store.upsert_document("kb", simple_document("kb", "d1", "second"), [longer], {})
+    with pytest.raises(InvalidRequest, match="dimension"):
+        await store.search_chunks_vector("kb", longer, 5)
+    with pytest.raises(InvalidRequest):
+        await store.upsert_document("kb", simple_document("kb", "d2", "nan"), [np.full(DIM, np.nan)], {})
+    assert (await store.counts("kb")).documents == 1

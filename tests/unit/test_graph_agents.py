@@ -1,0 +1,553 @@
+"""The four graph agents (SPEC §9) on small hand-built graphs in memory."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+import pytest
+
+from backend.domain.errors import ModelError, StoreUnavailable
+from backend.graphrag_agent import ids
+from backend.graphrag_agent.agents import (
+    DeepResearchAgent,
+    FusionAgent,
+    GraphAgent,
+    HybridAgent,
+    NaiveRagAgent,
+    ResearchSettings,
+)
+from backend.graphrag_agent.agents.graph_agent import is_broad_question
+from backend.graphrag_agent.keywords import (
+    Keywords,
+    LlmKeywordExtractor,
+    OfflineKeywordExtractor,
+    extract_keywords,
+    parse_keywords,
+)
+from backend.graphrag_agent.model import PromptMessage, parse_json_object
+from backend.graphrag_agent.pagerank import personalised_pagerank
+from backend.graphrag_agent.ports import AgentTrace, RetrievalAgent
+from tests.support.memory_graph import CommunitySpec, MemoryGraph, Passage, TermEmbedder, memory_graph
+
+KB = "royals"
+PASSAGES = [
+    Passage(
+        "Lothair II",
+        "Lothair II was the king of Lotharingia from 855 until his death. He was the second son of Emperor "
+        "Lothair I and Ermengarde of Tours. He was married to Teutberga, daughter of Boso the Elder.",
+        ("Lotharingia", "Lothair I", "Ermengarde of Tours", "Teutberga", "Boso the Elder"),
+    ),
+    Passage(
+        "Ermengarde of Tours",
+        "Ermengarde of Tours (died 20 March 851) was the daughter of Hugh of Tours. In October 821 in "
+        "Thionville she married the Carolingian Emperor Lothair I of the Franks.",
+        ("Hugh of Tours", "Thionville", "Lothair I"),
+    ),
+    Passage(
+        "Hugh of Tours",
+        "Hugh of Tours was a Frankish nobleman of the Etichonen family. His wife was Ava of Morvois, "
+        "with whom he had several daughters.",
+        ("Etichonen", "Ava of Morvois"),
+    ),
+    Passage(
+        "Ava of Morvois",
+        "Ava of Morvois was a noblewoman born in Morvois. She died in the year 839 at Tours.",
+        ("Morvois", "Tours"),
+    ),
+    Passage(
+        "Teutberga",
+        "Teutberga was a queen of Lotharingia. She died in 875 at Sainte-Glossinde in Metz.",
+        ("Lotharingia", "Sainte-Glossinde", "Metz"),
+    ),
+    Passage(
+        "Wrenfield Orchard",
+        "Wrenfield Orchard was founded by Agnes Wren in 1911. Agnes Wren pressed cider from Russet apples "
+        "every October, and the orchard still sells cider at the mill shop.",
+        ("Agnes Wren", "Russet"),
+    ),
+    Passage(
+        "Cider Mill",
+        "The cider mill at Wrenfield runs tours for visitors. An adult ticket for the mill tour costs six pounds.",
+        ("Wrenfield",),
+    ),
+]
+COMMUNITIES = [
+    CommunitySpec(
+        "Carolingian royal family",
+        "Kings, queens and nobles of the Carolingian dynasty: Lothair I, Lothair II, Ermengarde of Tours and "
+        "Teutberga, their marriages and lands in Lotharingia.",
+        ("Lothair I", "Lothair II", "Ermengarde of Tours", "Teutberga", "Lotharingia"),
+    ),
+    CommunitySpec(
+        "Cider making at Wrenfield",
+        "The orchard founded by Agnes Wren, its Russet apples, the cider mill and its tours.",
+        ("Wrenfield Orchard", "Agnes Wren", "Russet", "Wrenfield"),
+    ),
+]
+TWO_HOP = "When did the mother of Lothair II die?"
+THREE_HOP = "Where did the mother of the mother of Lothair II die?"
+AGENT_TYPES = ["graph_agent", "hybrid_agent", "deep_research_agent", "fusion_agent"]
+
+
+async def royal_graph(delay_s: float = 0.0) -> MemoryGraph:
+    return await memory_graph(KB, PASSAGES, TermEmbedder(), COMMUNITIES, MemoryGraph(delay_s))
+
+
+def make_agent(agent_type: str, graph: MemoryGraph, top_k: int = 4, kb: str = KB) -> RetrievalAgent:
+    embedder = TermEmbedder()
+    if agent_type == "graph_agent":
+        return GraphAgent(kb, graph, embedder, top_k=top_k)
+    if agent_type == "hybrid_agent":
+        return HybridAgent(kb, graph, embedder, top_k=top_k)
+    if agent_type == "deep_research_agent":
+        return DeepResearchAgent(kb, graph, embedder, top_k=top_k)
+    return FusionAgent(
+        [NaiveRagAgent(kb, graph, embedder, top_k=top_k), GraphAgent(kb, graph, embedder, top_k=top_k)], top_k=top_k
+    )
+
+
+def chunk_titles(trace: AgentTrace) -> list[str]:
+    return [r["source"]["title"] for r in trace["retrieval_results"] if r["granularity"] == "Chunk"]
+
+
+def result_ids(trace: AgentTrace) -> list[str]:
+    return [r["result_id"] for r in trace["retrieval_results"]]
+
+
+# --- answering ------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("agent_type", AGENT_TYPES)
+async def test_each_agent_finds_the_passage_of_a_direct_question(agent_type: str) -> None:
+    agent = make_agent(agent_type, await royal_graph())
+    trace = await agent.retrieve_with_trace("Which apples did Agnes Wren press into cider?", "t")
+    assert chunk_titles(trace)[0] == "Wrenfield Orchard"
+    assert agent.agent_type == agent_type
+
+
+async def test_plain_chunk_retrieval_misses_the_second_hop() -> None:
+    graph = await royal_graph()
+    trace = await NaiveRagAgent(KB, graph, TermEmbedder(), top_k=4).retrieve_with_trace(TWO_HOP, "t")
+    assert "Lothair II" in chunk_titles(trace)
+    assert "Ermengarde of Tours" not in chunk_titles(trace)
+
+
+@pytest.mark.parametrize("agent_type", AGENT_TYPES)
+async def test_graph_agents_find_both_hops(agent_type: str) -> None:
+    agent = make_agent(agent_type, await royal_graph())
+    titles = chunk_titles(await agent.retrieve_with_trace(TWO_HOP, "t"))
+    assert {"Lothair II", "Ermengarde of Tours"} <= set(titles[:4]), titles
+
+
+async def test_deep_research_follows_a_bridge_the_neighbourhood_does_not_reach() -> None:
+    graph = await royal_graph()
+    local = chunk_titles(await make_agent("graph_agent", graph).retrieve_with_trace(THREE_HOP, "t"))
+    deep = await make_agent("deep_research_agent", graph).retrieve_with_trace(THREE_HOP, "t")
+    assert "Hugh of Tours" not in local
+    assert {"Lothair II", "Ermengarde of Tours", "Hugh of Tours"} <= set(chunk_titles(deep))
+    hugh = next(r for r in deep["retrieval_results"] if r["source"]["title"] == "Hugh of Tours")
+    assert hugh["metadata"]["step"] >= 2
+    assert hugh["metadata"]["home"] is True
+    bridges = [r["metadata"]["name"] for r in deep["retrieval_results"] if r["metadata"].get("bridge")]
+    assert "Hugh of Tours" in bridges
+
+
+async def test_deep_research_with_one_step_is_local_search() -> None:
+    graph = await royal_graph()
+    one_step = DeepResearchAgent(KB, graph, TermEmbedder(), top_k=4, research=ResearchSettings(max_steps=1))
+    deep = await one_step.retrieve_with_trace(THREE_HOP, "t")
+    local = await make_agent("graph_agent", graph).retrieve_with_trace(THREE_HOP, "t")
+    assert chunk_titles(deep) == chunk_titles(local)
+
+
+# --- the trace contract ---------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("agent_type", AGENT_TYPES)
+async def test_trace_follows_the_agent_contract(agent_type: str) -> None:
+    agent = make_agent(agent_type, await royal_graph())
+    trace = await agent.retrieve_with_trace(TWO_HOP, "thread-7")
+    results = trace["retrieval_results"]
+    assert len({r["result_id"] for r in results}) == len(results)
+    granularities = [r["granularity"] for r in results]
+    assert granularities == sorted(granularities, key=["Chunk", "Entity", "Relationship", "Community"].index)
+    assert {"Chunk", "Entity", "Relationship"} <= set(granularities)
+    for result in results:
+        assert 0.0 <= result["score"] <= 1.0
+        assert result["source"]["title"]
+        assert f"{result['source']['title']}\n{result['evidence']}" in trace["context"]
+        check_ids(result)
+    check_reference(trace["reference"], results, merged=agent_type == "fusion_agent")
+
+
+def check_reference(reference: dict[str, Any], results: list[dict[str, Any]], merged: bool) -> None:
+    """The reference lists what the results cite; fusion's is the union of its agents' references."""
+    assert set(reference) == {"documents", "chunks", "entities", "relationships", "communities"}
+    for document in reference["documents"]:
+        assert set(document) == {"doc_id", "title"} and document["title"]
+    cited = {
+        "documents": [r["source"]["doc_id"] for r in results if r["source"]["doc_id"]],
+        **{
+            key: [r["result_id"].split(":", 1)[1] for r in results if r["granularity"] == granularity]
+            for key, granularity in [
+                ("chunks", "Chunk"),
+                ("entities", "Entity"),
+                ("relationships", "Relationship"),
+                ("communities", "Community"),
+            ]
+        },
+    }
+    listed = {key: [d["doc_id"] for d in values] if key == "documents" else values for key, values in reference.items()}
+    for key, ids_ in cited.items():
+        if merged:
+            assert set(ids_) <= set(listed[key]), key
+        else:
+            assert listed[key] == list(dict.fromkeys(ids_)), key
+
+
+def check_ids(result: dict[str, Any]) -> None:
+    """Ids derived from the graph's own ids, and the source a result cites."""
+    source, metadata = result["source"], result["metadata"]
+    kind, key = result["result_id"].split(":", 1)
+    if kind == "chunk":
+        assert key == source["chunk_id"] == ids.chunk_id(KB, source["doc_id"], metadata["ordinal"])
+    elif kind == "entity":
+        assert key == metadata["entity_id"] == ids.entity_id(KB, metadata["name"])
+        assert source["chunk_id"] and source["doc_id"]
+    elif kind == "relation":
+        assert key == "|".join(sorted((metadata["source_id"], metadata["target_id"])))
+        assert source["chunk_id"] and source["doc_id"]
+    else:
+        assert kind == "community" and len(key) == 40
+
+
+@pytest.mark.parametrize("agent_type", AGENT_TYPES)
+async def test_results_are_identical_across_runs_and_rebuilds(agent_type: str) -> None:
+    first = await make_agent(agent_type, await royal_graph()).retrieve_with_trace(TWO_HOP, "a")
+    again = await make_agent(agent_type, await royal_graph()).retrieve_with_trace(TWO_HOP, "b")
+    assert result_ids(first)
+    assert first == again
+
+
+@pytest.mark.parametrize("agent_type", AGENT_TYPES)
+async def test_every_store_call_stays_in_the_agents_kb(agent_type: str) -> None:
+    graph = await royal_graph()
+    await memory_graph("elsewhere", PASSAGES[:2], TermEmbedder(), graph=graph)
+    await make_agent(agent_type, graph, kb="elsewhere").retrieve_with_trace(TWO_HOP, "t")
+    assert {kb for _, kb in graph.calls} == {"elsewhere"}
+    empty = await make_agent(agent_type, graph, kb="empty").retrieve_with_trace(TWO_HOP, "t")
+    assert empty["retrieval_results"] == [] and empty["context"] == ""
+
+
+@pytest.mark.parametrize("agent_type", AGENT_TYPES)
+async def test_blank_question_searches_nothing(agent_type: str) -> None:
+    graph = await royal_graph()
+    trace = await make_agent(agent_type, graph).retrieve_with_trace("  ", "t")
+    assert trace["retrieval_results"] == [] and graph.calls == []
+
+
+# --- global search --------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "broad"),
+    [
+        ("What are the main themes of these documents?", True),
+        ("Give me an overview of the collection", True),
+        ("Summarise what the knowledge base says about royals", True),
+        ("这些文档的主要内容是什么？", True),
+        ("When did the mother of Lothair II die?", False),
+        ("Which theme park opened in 1955?", False),
+    ],
+)
+def test_broad_questions_are_recognised_by_their_wording(question: str, broad: bool) -> None:
+    assert is_broad_question(question) is broad
+
+
+@pytest.mark.parametrize("agent_type", ["graph_agent", "hybrid_agent", "deep_research_agent"])
+async def test_a_broad_question_gets_community_summaries(agent_type: str) -> None:
+    agent = make_agent(agent_type, await royal_graph())
+    trace = await agent.retrieve_with_trace("What are the main themes of this collection?", "t")
+    communities = [r for r in trace["retrieval_results"] if r["granularity"] == "Community"]
+    assert {r["source"]["title"] for r in communities} == {"Carolingian royal family", "Cider making at Wrenfield"}
+    assert trace["reference"]["communities"] == [r["result_id"][10:] for r in communities]
+
+
+async def test_global_search_leads_with_communities_and_keeps_chunks_to_cite() -> None:
+    agent = make_agent("graph_agent", await royal_graph())
+    trace = await agent.retrieve_with_trace("Summarise the main themes about the cider mill tours", "t")
+    granularities = [r["granularity"] for r in trace["retrieval_results"]]
+    assert granularities[0] == "Community" and "Chunk" in granularities
+    assert trace["retrieval_results"][0]["source"]["title"] == "Cider making at Wrenfield"
+
+
+async def test_a_specific_question_gets_local_results_with_the_seeds_community() -> None:
+    trace = await make_agent("graph_agent", await royal_graph()).retrieve_with_trace(TWO_HOP, "t")
+    assert trace["retrieval_results"][0]["granularity"] == "Chunk"
+    communities = [r["source"]["title"] for r in trace["retrieval_results"] if r["granularity"] == "Community"]
+    assert communities == ["Carolingian royal family"]
+
+
+@pytest.mark.parametrize("agent_type", ["graph_agent", "hybrid_agent", "deep_research_agent"])
+async def test_a_question_naming_nothing_falls_back_to_similar_summaries(agent_type: str) -> None:
+    agent = make_agent(agent_type, await royal_graph())
+    trace = await agent.retrieve_with_trace("Which dynasty's marriages and lands are described?", "t")
+    assert [(r["granularity"], r["source"]["title"]) for r in trace["retrieval_results"]] == [
+        ("Community", "Carolingian royal family")
+    ]
+
+
+async def test_an_unrelated_question_gets_nothing() -> None:
+    for agent_type in AGENT_TYPES:
+        agent = make_agent(agent_type, await royal_graph())
+        trace = await agent.retrieve_with_trace("How do I reset my router password?", "t")
+        assert trace["retrieval_results"] == [], agent_type
+
+
+# --- hybrid keywords ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("question", "low", "high"),
+    [
+        ("When did Lothair Ii's mother die?", ("Lothair Ii",), ("mother", "die")),
+        ("Who was born first out of Aivar Kuusmaa and Andy Summers?", ("Aivar Kuusmaa", "Andy Summers"), ("born",)),
+        ('What did "Regret in Your Tears" chart at in 2017?', ("Regret in Your Tears", "2017"), ("chart",)),
+        ("Summarise the main themes.", (), ("summarise", "main", "themes")),
+        ("Where was Ermengarde of Tours buried?", ("Ermengarde of Tours",), ("buried",)),
+        ("李华的妈妈是谁", ("李华", "妈妈"), ("李华", "妈妈")),
+    ],
+)
+def test_offline_keywords(question: str, low: tuple[str, ...], high: tuple[str, ...]) -> None:
+    keywords = extract_keywords(question)
+    assert keywords.low_level == low
+    assert set(high) <= set(keywords.high_level)
+
+
+class ScriptedModel:
+    """Answers with scripted texts in order (or raises them); records the prompts."""
+
+    def __init__(self, *answers: str | Exception, delay_s: float = 0.0) -> None:
+        self._answers = list(answers)
+        self._delay_s = delay_s
+        self.prompts: list[list[PromptMessage]] = []
+
+    async def complete(self, messages: Sequence[PromptMessage]) -> str:
+        self.prompts.append(list(messages))
+        await asyncio.sleep(self._delay_s)
+        answer = self._answers.pop(0)
+        if isinstance(answer, Exception):
+            raise answer
+        return answer
+
+
+async def test_llm_keywords_are_parsed_from_a_fenced_answer() -> None:
+    model = ScriptedModel(
+        'Sure:\n```json\n{"high_level_keywords": ["death"], "low_level_keywords": ["Ermengarde"]}\n```'
+    )
+    keywords = await LlmKeywordExtractor(model).extract("When did Ermengarde die?")
+    assert keywords == Keywords(("Ermengarde",), ("death",))
+    assert model.prompts[0][-1] == PromptMessage("user", "When did Ermengarde die?")
+
+
+@pytest.mark.parametrize("answer", [ModelError("HTTP 500"), "no json here", '{"low_level_keywords": []}'])
+async def test_llm_keywords_fall_back_to_offline(answer: str | Exception) -> None:
+    keywords = await LlmKeywordExtractor(ScriptedModel(answer)).extract("When did Lothair II die?")
+    assert keywords == extract_keywords("When did Lothair II die?")
+
+
+async def test_llm_keywords_fall_back_when_the_model_stalls() -> None:
+    extractor = LlmKeywordExtractor(ScriptedModel("{}", delay_s=5), timeout_s=0.05)
+    assert await extractor.extract("Who was Teutberga?") == extract_keywords("Who was Teutberga?")
+
+
+def test_keyword_answers_tolerate_strings_and_junk() -> None:
+    assert parse_keywords('{"low_level_keywords": "A, B", "high_level_keywords": [1, "x"]}') == Keywords(
+        ("A", "B"), ("x",)
+    )
+    assert parse_keywords("[1, 2]") is None
+    assert parse_json_object('text {"a": 1} more {"b": 2}') == {"a": 1}
+
+
+class FixedKeywords:
+    def __init__(self, keywords: Keywords) -> None:
+        self.keywords = keywords
+        self.questions: list[str] = []
+
+    async def extract(self, query: str) -> Keywords:
+        self.questions.append(query)
+        return self.keywords
+
+
+async def test_hybrid_agent_seeds_entities_from_low_level_keywords() -> None:
+    extractor = FixedKeywords(Keywords(("Teutberga",), ("queen", "death")))
+    agent = HybridAgent(KB, await royal_graph(), TermEmbedder(), top_k=3, keywords=extractor)
+    trace = await agent.retrieve_with_trace("Whose death is recorded here?", "t")
+    assert extractor.questions == ["Whose death is recorded here?"]
+    assert chunk_titles(trace)[0] == "Teutberga"
+    seeds = [r["metadata"]["name"] for r in trace["retrieval_results"] if r["metadata"].get("seed")]
+    assert seeds == ["Teutberga"]
+
+
+async def test_offline_extractor_is_the_hybrid_default() -> None:
+    assert await OfflineKeywordExtractor().extract(TWO_HOP) == extract_keywords(TWO_HOP)
+
+
+# --- deep research with a model -------------------------------------------------------------------
+
+
+async def test_deep_research_follows_the_models_plan() -> None:
+    model = ScriptedModel(
+        '{"sub_questions": ["Who was the mother of Lothair II?"]}',
+        '{"decision": "continue", "next_question": "Where did Ava of Morvois die?"}',
+    )
+    agent = DeepResearchAgent(KB, await royal_graph(), TermEmbedder(), top_k=4, model=model)
+    trace = await agent.retrieve_with_trace(THREE_HOP, "t")
+    asked = {r["metadata"].get("sub_question") for r in trace["retrieval_results"]}
+    assert "Where did Ava of Morvois die?" in asked
+    assert "Ava of Morvois" in chunk_titles(trace)
+    assert len(model.prompts) == 2  # the plan, then one decision; the step limit ends the research
+
+
+async def test_deep_research_revises_its_plan_when_the_model_says_so() -> None:
+    model = ScriptedModel(
+        '{"sub_questions": ["Who founded Wrenfield Orchard?", "What does the mill tour cost?"]}',
+        '{"decision": "revise", "sub_questions": ["Who was the mother of Ermengarde of Tours?"]}',
+    )
+    agent = DeepResearchAgent(KB, await royal_graph(), TermEmbedder(), top_k=6, model=model)
+    trace = await agent.retrieve_with_trace(THREE_HOP, "t")
+    asked = [r["metadata"].get("sub_question") for r in trace["retrieval_results"]]
+    assert "Who was the mother of Ermengarde of Tours?" in asked
+    assert "What does the mill tour cost?" not in asked
+    assert "Who founded Wrenfield Orchard?" in model.prompts[1][-1].content
+
+
+async def test_deep_research_stops_when_the_model_finishes() -> None:
+    model = ScriptedModel('{"sub_questions": ["Who was Teutberga?", "Where is Metz?"]}', '{"decision": "finish"}')
+    agent = DeepResearchAgent(KB, await royal_graph(), TermEmbedder(), top_k=4, model=model)
+    trace = await agent.retrieve_with_trace("Who was Teutberga?", "t")
+    assert len(model.prompts) == 2
+    assert chunk_titles(trace)[0] == "Teutberga"
+    assert "Where is Metz?" not in {r["metadata"].get("sub_question") for r in trace["retrieval_results"]}
+
+
+@pytest.mark.parametrize(
+    "answers",
+    [
+        (ModelError("HTTP 502"),),
+        ("I cannot help with that.",),
+        ('{"sub_questions": ["Who was the mother of Lothair II?"]}', '{"decision": "maybe"}'),
+    ],
+)
+async def test_deep_research_falls_back_offline_when_the_model_fails(answers: tuple[str | Exception, ...]) -> None:
+    graph = await royal_graph()
+    offline = await DeepResearchAgent(KB, graph, TermEmbedder(), top_k=4).retrieve_with_trace(THREE_HOP, "t")
+    guided = DeepResearchAgent(KB, graph, TermEmbedder(), top_k=4, model=ScriptedModel(*answers))
+    assert await guided.retrieve_with_trace(THREE_HOP, "t") == offline
+
+
+# --- fusion ---------------------------------------------------------------------------------------
+
+
+async def test_fusion_deduplicates_and_remembers_who_found_what() -> None:
+    graph = await royal_graph()
+    embedder = TermEmbedder()
+    agents: list[RetrievalAgent] = [
+        GraphAgent(KB, graph, embedder),
+        HybridAgent(KB, graph, embedder),
+        NaiveRagAgent(KB, graph, embedder),
+    ]
+    fused = await FusionAgent(agents, top_k=4).retrieve_with_trace(TWO_HOP, "t")
+    ids_ = result_ids(fused)
+    assert len(ids_) == len(set(ids_))
+    top = fused["retrieval_results"][0]
+    assert top["source"]["title"] == "Lothair II"
+    assert set(top["metadata"]["found_by"]) == {"graph_agent", "hybrid_agent", "naive_rag_agent"}
+    assert top["metadata"]["agent_type"] == "fusion_agent"
+    assert all(0 <= r["score"] <= 1 for r in fused["retrieval_results"])
+    alone = [await agent.retrieve_with_trace(TWO_HOP, "t") for agent in agents]
+    assert set(fused["reference"]["chunks"]) == {c for trace in alone for c in trace["reference"]["chunks"]}
+
+
+async def test_fusion_of_one_agent_twice_keeps_its_order() -> None:
+    graph = await royal_graph()
+    naive = NaiveRagAgent(KB, graph, TermEmbedder())
+    alone = await naive.retrieve_with_trace("Who founded Wrenfield Orchard?", "t")
+    fused = await FusionAgent([naive, naive]).retrieve_with_trace("Who founded Wrenfield Orchard?", "t")
+    assert result_ids(fused) == result_ids(alone)
+    assert fused["retrieval_results"][0]["score"] == pytest.approx(1.0)
+
+
+class BrokenAgent:
+    agent_type = "graph_agent"
+
+    async def retrieve_with_trace(self, query: str, thread_id: str) -> AgentTrace:
+        raise StoreUnavailable("graph store is down")
+
+
+async def test_fusion_survives_a_failing_agent_but_not_all_failing() -> None:
+    graph = await royal_graph()
+    naive = NaiveRagAgent(KB, graph, TermEmbedder())
+    fused = await FusionAgent([BrokenAgent(), naive]).retrieve_with_trace("Who founded Wrenfield Orchard?", "t")
+    assert chunk_titles(fused)[0] == "Wrenfield Orchard"
+    with pytest.raises(StoreUnavailable, match="down"):
+        await FusionAgent([BrokenAgent(), BrokenAgent()]).retrieve_with_trace("Who?", "t")
+
+
+# --- concurrency ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("agent_type", AGENT_TYPES)
+async def test_cancelling_a_query_leaves_no_task_running(agent_type: str) -> None:
+    agent = make_agent(agent_type, await royal_graph(delay_s=0.02))
+    task = asyncio.create_task(agent.retrieve_with_trace(THREE_HOP, "t"))
+    await asyncio.sleep(0.03)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert asyncio.all_tasks() == {asyncio.current_task()}
+
+
+@pytest.mark.parametrize("agent_type", AGENT_TYPES)
+async def test_concurrent_queries_share_no_state(agent_type: str) -> None:
+    agent = make_agent(agent_type, await royal_graph(delay_s=0.001))
+    questions = [TWO_HOP, "Which apples did Agnes Wren press into cider?", THREE_HOP]
+    alone = [await agent.retrieve_with_trace(q, "t") for q in questions]
+    together = await asyncio.gather(*(agent.retrieve_with_trace(q, "t") for q in questions))
+    assert list(together) == alone
+
+
+async def test_searches_run_concurrently() -> None:
+    graph = await royal_graph(delay_s=0.05)
+    started = asyncio.get_running_loop().time()
+    await make_agent("graph_agent", graph).retrieve_with_trace(TWO_HOP, "t")
+    elapsed = asyncio.get_running_loop().time() - started
+    assert elapsed < 0.05 * (len(graph.calls) - 2), (elapsed, graph.calls)
+
+
+# --- personalised PageRank -----------------------------------------------------------------------
+
+
+def test_pagerank_of_a_path_decays_from_the_restart_node() -> None:
+    scores = personalised_pagerank(4, {(0, 1): 1.0, (1, 2): 1.0, (2, 3): 1.0}, {0: 1.0})
+    assert scores.sum() == pytest.approx(1.0)
+    assert scores[0] > scores[1] > scores[2] > scores[3] > 0
+
+
+def test_pagerank_follows_heavier_edges_and_ignores_unreachable_nodes() -> None:
+    scores = personalised_pagerank(5, {(0, 1): 3.0, (0, 2): 1.0, (3, 4): 1.0}, {0: 1.0})
+    assert scores[1] == pytest.approx(3 * scores[2])
+    assert scores[3] == scores[4] == 0.0
+
+
+def test_pagerank_redistributes_dangling_mass_by_the_restart() -> None:
+    scores = personalised_pagerank(3, {(0, 1): 1.0}, {0: 1.0, 2: 1.0})
+    assert scores.sum() == pytest.approx(1.0)
+    # Isolated: its restart share, plus its share of the mass it hands back: x = 0.5 * 0.5 + 0.5 * 0.5 * x.
+    assert scores[2] == pytest.approx(1 / 3)
+    assert np.all(personalised_pagerank(3, {}, {}) == 0)
+    with pytest.raises(ValueError, match="damping"):
+        personalised_pagerank(2, {}, {0: 1.0}, damping=1.0)
