@@ -1,0 +1,87 @@
+"""Indexing with a model: extraction and community reports through the real client, replaying
+recorded real-model outputs from the scripted OpenAI-compatible server."""
+
+from __future__ import annotations
+
+import itertools
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from backend.application.ports.ingestion import SourceDocument
+from backend.domain.knowledge_base import KnowledgeBase
+from backend.graphrag_agent.extraction.prompts import SYSTEM_PROMPT as EXTRACTION_PROMPT
+from backend.infrastructure.extraction.cache import ExtractionCache
+from backend.infrastructure.extraction.community_reports import LlmCommunitySummarizer
+from backend.infrastructure.extraction.llm_extractor import LlmExtractor
+from backend.infrastructure.graph_store.embedded import EmbeddedGraphStore
+from backend.infrastructure.knowledge.communities import CommunityMaintainer
+from backend.infrastructure.knowledge.graph_indexer import ChunkingOptions, GraphIndexer
+from backend.infrastructure.knowledge.locks import KbLocks
+from backend.infrastructure.llm.openai_compatible import OpenAICompatibleChatModel
+from tests.support.hash_embedder import HashEmbedder
+from tests.support.replay import recorded_extractions, recorded_reports, replay_file
+from tests.support.scripted_llm import Reply, ScriptedLLM
+
+KB = KnowledgeBase("carol")
+CHUNKS = 12
+
+
+def carol_excerpt() -> str:
+    text = replay_file("mock_data.txt").read_text(encoding="utf-8-sig")
+    start = text.index("STAVE ONE")
+    return text[start : start + 14_000]
+
+
+@pytest.fixture
+async def model(scripted_llm: ScriptedLLM) -> AsyncIterator[OpenAICompatibleChatModel]:
+    extractions = itertools.cycle(recorded_extractions())
+    reports = itertools.cycle(recorded_reports())
+
+    def respond(body: dict[str, Any]) -> Reply:
+        system = body["messages"][0]["content"]
+        answer = next(extractions) if system == EXTRACTION_PROMPT else next(reports)
+        return Reply(tokens=[answer], content=answer)
+
+    scripted_llm.responder = respond
+    client = OpenAICompatibleChatModel(scripted_llm.base_url, "replay-key", "gpt-4o", max_retries=0)
+    yield client
+    await client.aclose()
+
+
+async def test_model_extraction_and_reports_build_the_graph_once(
+    model: OpenAICompatibleChatModel, scripted_llm: ScriptedLLM, tmp_path: Path
+) -> None:
+    store = await EmbeddedGraphStore.open(tmp_path / "graph.db")
+    cache = await ExtractionCache.open(tmp_path / "llm_cache.db")
+    try:
+        embedder = HashEmbedder()
+        communities = CommunityMaintainer(store, embedder, LlmCommunitySummarizer(model))
+        indexer = GraphIndexer(
+            store, embedder, LlmExtractor(model, cache), communities, KbLocks(), ChunkingOptions(300, 0)
+        )
+        document = SourceDocument("A Christmas Carol", carol_excerpt(), source="carol.txt")
+        report = await indexer.index(KB, [document])
+        counts = await store.counts(KB.kb_prefix)
+        assert report.chunks_written >= CHUNKS // 2
+        assert report.model_calls == report.chunks_written  # exactly one extraction call per chunk
+        assert counts.entities > 20 and counts.relations > 10
+        names = {
+            e.name for e in await store.get_entities(KB.kb_prefix, (await store.entity_graph(KB.kb_prefix)).entity_ids)
+        }
+        assert "Scrooge" in {name.title() for name in names} or "SCROOGE" in names
+        built = await store.list_communities(KB.kb_prefix)
+        assert built and all(c.title and c.summary for c in built)
+        report_calls = len(scripted_llm.requests) - report.model_calls
+        assert report_calls == len(built)  # one report per community, none reused yet
+
+        before = len(scripted_llm.requests)
+        again = await indexer.index(KB, [document])
+        assert (again.documents_unchanged, again.model_calls) == (1, 0)
+        await communities.refresh(KB.kb_prefix)
+        assert len(scripted_llm.requests) == before  # unchanged communities keep their reports
+    finally:
+        await cache.close()
+        await store.close()
