@@ -13,7 +13,6 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from typing import Any
 
 import numpy as np
@@ -24,6 +23,7 @@ from backend.graphrag_agent.ports import Vector
 from backend.graphrag_agent.text import index_terms
 from backend.infrastructure.graph_store.embedded.schema import kb_token
 from backend.infrastructure.graph_store.merge import relation_key
+from backend.infrastructure.graph_store.validation import check_communities, check_document, utc_timestamp
 
 ChunkRow = tuple[str, str, str, int, str, int, int, bytes]
 MentionRow = tuple[str, str, str, int, str, str, str, str]
@@ -75,14 +75,6 @@ def one_dimension(blobs: Sequence[bytes], what: str) -> int | None:
     return widths.pop() if widths else None
 
 
-def timestamp(value: datetime | None = None) -> str:
-    """ISO-8601 in UTC (a naive datetime is taken to be UTC already)."""
-    moment = value or datetime.now(UTC)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat()
-
-
 def to_json(value: Any) -> str:
     return json.dumps(value, ensure_ascii=False, sort_keys=True, default=str)
 
@@ -92,21 +84,19 @@ def document_rows(
 ) -> DocumentRows:
     """The rows of one document (its stored `chunk_count` is the number of chunks given, whatever the record says)."""
     document = graph.document
-    if not document.doc_id:
-        raise InvalidRequest("a document needs a doc_id")
-    chunk_ids = _check_chunks(graph, chunk_vectors)
+    check_document(graph, chunk_vectors)
     chunks = [
         (kb, c.chunk_id, c.doc_id, c.ordinal, c.text, c.start, c.end, vector_bytes(v, f"chunk {c.chunk_id}"))
         for c, v in zip(graph.chunks, chunk_vectors, strict=True)
     ]
-    mentions = _entity_mention_rows(kb, graph, chunk_ids)
+    mentions = _entity_mention_rows(kb, graph)
     mentioned = {row[1] for row in mentions}
     vectors = {eid: vector_bytes(v, f"entity {eid}") for eid, v in entity_vectors.items() if eid in mentioned}
     return DocumentRows(
         kb=kb,
         doc_id=document.doc_id,
         document=document,
-        created_at=timestamp(document.created_at) if document.created_at else None,
+        created_at=utc_timestamp(document.created_at) if document.created_at else None,
         chunks=chunks,
         # The title's terms go with every chunk so that a question naming the document finds its chunks.
         chunk_terms=[
@@ -114,48 +104,22 @@ def document_rows(
         ],
         chunk_dimension=one_dimension([row[7] for row in chunks], "chunk"),
         entity_mentions=mentions,
-        relation_mentions=_relation_mention_rows(kb, graph, chunk_ids, mentioned),
+        relation_mentions=_relation_mention_rows(kb, graph),
         entity_vectors=vectors,
         entity_dimension=one_dimension(list(vectors.values()), "entity"),
     )
 
 
-def _check_chunks(graph: DocumentGraph, chunk_vectors: Sequence[Vector]) -> set[str]:
-    doc_id = graph.document.doc_id
-    if len(chunk_vectors) != len(graph.chunks):
-        raise InvalidRequest(f"document {doc_id}: {len(graph.chunks)} chunks but {len(chunk_vectors)} vectors")
-    if any(chunk.doc_id != doc_id for chunk in graph.chunks):
-        raise InvalidRequest(f"document {doc_id}: a chunk belongs to another document")
-    chunk_ids = {chunk.chunk_id for chunk in graph.chunks}
-    if len(chunk_ids) != len(graph.chunks) or len({c.ordinal for c in graph.chunks}) != len(graph.chunks):
-        raise InvalidRequest(f"document {doc_id}: chunk ids and ordinals must be unique")
-    return chunk_ids
-
-
-def _entity_mention_rows(kb: str, graph: DocumentGraph, chunk_ids: set[str]) -> list[MentionRow]:
+def _entity_mention_rows(kb: str, graph: DocumentGraph) -> list[MentionRow]:
     rows: list[MentionRow] = []
     for position, m in enumerate(graph.entity_mentions):
-        if m.chunk_id not in chunk_ids:
-            raise InvalidRequest(f"entity {m.entity_id} is mentioned in chunk {m.chunk_id}, not in this document")
-        if not m.entity_id:
-            raise InvalidRequest("an entity mention needs an entity_id")
         rows.append((kb, m.entity_id, m.chunk_id, position, graph.document.doc_id, m.name, m.type, m.description))
     return rows
 
 
-def _relation_mention_rows(
-    kb: str, graph: DocumentGraph, chunk_ids: set[str], mentioned: set[str]
-) -> list[RelationMentionRow]:
+def _relation_mention_rows(kb: str, graph: DocumentGraph) -> list[RelationMentionRow]:
     rows: list[RelationMentionRow] = []
     for position, m in enumerate(graph.relation_mentions):
-        if m.chunk_id not in chunk_ids:
-            raise InvalidRequest(f"a relation is stated in chunk {m.chunk_id}, not in this document")
-        if m.source_id == m.target_id or not {m.source_id, m.target_id} <= mentioned:
-            raise InvalidRequest(
-                f"relation {m.source_id}–{m.target_id} must join two different entities this document mentions"
-            )
-        if not np.isfinite(m.weight):
-            raise InvalidRequest(f"relation {m.source_id}–{m.target_id} has a non-finite weight")
         source, target = relation_key(m.source_id, m.target_id)
         doc_id = graph.document.doc_id
         rows.append((kb, source, target, m.chunk_id, position, doc_id, m.description, float(m.weight)))
@@ -163,17 +127,7 @@ def _relation_mention_rows(
 
 
 def community_rows(kb: str, communities: Sequence[CommunityRecord], vectors: Mapping[str, Vector]) -> CommunityRows:
-    ids = [c.community_id for c in communities]
-    if len(set(ids)) != len(ids) or not all(ids):
-        raise InvalidRequest("community ids must be unique and non-empty")
-    known = set(ids)
-    for c in communities:
-        if c.parent_id is not None and (c.parent_id not in known or c.parent_id == c.community_id):
-            raise InvalidRequest(
-                f"community {c.community_id}: parent {c.parent_id} is not another community of the set"
-            )
-        if not np.isfinite(c.rank):
-            raise InvalidRequest(f"community {c.community_id} has a non-finite rank")
+    known = check_communities(communities)
     blobs = {cid: vector_bytes(v, f"community {cid}") for cid, v in vectors.items() if cid in known}
     return CommunityRows(
         communities=[

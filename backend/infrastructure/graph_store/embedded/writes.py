@@ -20,11 +20,11 @@ from backend.infrastructure.graph_store.embedded.rows import (
     CommunityRows,
     DocumentRows,
     one_dimension,
-    timestamp,
     to_json,
 )
 from backend.infrastructure.graph_store.embedded.schema import bump_revisions, kb_token
 from backend.infrastructure.graph_store.merge import MergedEntity, merge_entity, merge_relation
+from backend.infrastructure.graph_store.validation import utc_timestamp
 
 DOCUMENT_KINDS = ("chunks", "entities")
 COMMUNITY_KINDS = ("communities",)
@@ -51,7 +51,7 @@ def write_document(raw: sqlite3.Connection, rows: DocumentRows) -> None:
         relation_keys |= old_relations
     _check_dimension(raw, kb, "chunks", rows.chunk_dimension)
     _check_dimension(raw, kb, "entities", rows.entity_dimension)
-    created_at = rows.created_at or (str(stored[0]) if stored is not None else timestamp())
+    created_at = rows.created_at or (str(stored[0]) if stored is not None else utc_timestamp())
     _insert_document(raw, rows, created_at)
     _merge_entities(raw, kb, entity_ids, rows.entity_vectors)
     _merge_relations(raw, kb, relation_keys)

@@ -12,7 +12,6 @@ import hashlib
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from datetime import UTC, datetime
 from itertools import pairwise
 from typing import Any
 
@@ -23,6 +22,7 @@ from backend.domain.graph import ChunkRecord, CommunityRecord, DocumentGraph
 from backend.graphrag_agent.ports import Vector
 from backend.graphrag_agent.text import index_terms
 from backend.infrastructure.graph_store.merge import relation_key
+from backend.infrastructure.graph_store.validation import check_communities, check_document, utc_timestamp
 
 Params = dict[str, Any]
 
@@ -64,14 +64,6 @@ def kb_token(kb: str) -> str:
 def kb_scope(kb: str) -> Params:
     """The parameters every KB-wide query takes: the token to seek by, the name to check."""
     return {"kb": kb, "kbt": kb_token(kb)}
-
-
-def timestamp(value: datetime | None = None) -> str:
-    """ISO-8601 in UTC (a naive datetime is taken to be UTC already)."""
-    moment = value or datetime.now(UTC)
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=UTC)
-    return moment.astimezone(UTC).isoformat()
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,15 +112,12 @@ def document_params(
     kb: str, graph: DocumentGraph, chunk_vectors: Sequence[Vector], entity_vectors: Mapping[str, Vector]
 ) -> DocumentParams:
     document = graph.document
-    if not document.doc_id:
-        raise InvalidRequest("a document needs a doc_id")
-    _check_chunks(graph, chunk_vectors)
-    chunk_ids = {c.chunk_id for c in graph.chunks}
+    check_document(graph, chunk_vectors)
     vectors = [stored_vector(v, f"chunk {c.chunk_id}") for c, v in zip(graph.chunks, chunk_vectors, strict=True)]
-    mentions = _mentions(kb, graph, chunk_ids)
+    mentions = _mentions(kb, graph)
     mentioned = {m.entity_id for m in graph.entity_mentions}
     offered = {e: stored_vector(v, f"entity {e}") for e, v in entity_vectors.items() if e in mentioned}
-    relation_mentions = _relation_mentions(kb, graph, chunk_ids, mentioned)
+    relation_mentions = _relation_mentions(kb, graph)
     return DocumentParams(
         kb=kb,
         uid=node_uid(kb, document.doc_id),
@@ -139,7 +128,7 @@ def document_params(
             "source": document.source,
             "skey": source_key(document.source),
             "chunk_count": len(graph.chunks),
-            "created_at": timestamp(document.created_at) if document.created_at else None,
+            "created_at": utc_timestamp(document.created_at) if document.created_at else None,
         },
         chunks=[_chunk(kb, document.title, c, v) for c, v in zip(graph.chunks, vectors, strict=True)],
         next=_next_links(kb, graph.chunks),
@@ -151,20 +140,6 @@ def document_params(
         chunk_dimension=one_dimension(vectors, "chunk"),
         entity_dimension=one_dimension(list(offered.values()), "entity"),
     )
-
-
-def _check_chunks(graph: DocumentGraph, chunk_vectors: Sequence[Vector]) -> None:
-    doc_id = graph.document.doc_id
-    if len(chunk_vectors) != len(graph.chunks):
-        raise InvalidRequest(f"document {doc_id}: {len(graph.chunks)} chunks but {len(chunk_vectors)} vectors")
-    if any(chunk.doc_id != doc_id for chunk in graph.chunks):
-        raise InvalidRequest(f"document {doc_id}: a chunk belongs to another document")
-    if len({c.chunk_id for c in graph.chunks}) != len(graph.chunks) or len({c.ordinal for c in graph.chunks}) != len(
-        graph.chunks
-    ):
-        raise InvalidRequest(f"document {doc_id}: chunk ids and ordinals must be unique")
-    if any(not chunk.chunk_id for chunk in graph.chunks):
-        raise InvalidRequest(f"document {doc_id}: a chunk needs a chunk_id")
 
 
 def _chunk(kb: str, title: str, chunk: ChunkRecord, vector: StoredVector) -> Params:
@@ -197,13 +172,9 @@ def _entity(kb: str, entity_id: str, vector: StoredVector | None) -> Params:
     }
 
 
-def _mentions(kb: str, graph: DocumentGraph, chunk_ids: set[str]) -> list[Params]:
+def _mentions(kb: str, graph: DocumentGraph) -> list[Params]:
     rows: list[Params] = []
     for m in graph.entity_mentions:
-        if m.chunk_id not in chunk_ids:
-            raise InvalidRequest(f"entity {m.entity_id} is mentioned in chunk {m.chunk_id}, not in this document")
-        if not m.entity_id:
-            raise InvalidRequest("an entity mention needs an entity_id")
         rows.append(
             {
                 "chunk": node_uid(kb, m.chunk_id),
@@ -217,18 +188,10 @@ def _mentions(kb: str, graph: DocumentGraph, chunk_ids: set[str]) -> list[Params
     return sorted(rows, key=lambda row: (row["entity"], row["chunk"]))
 
 
-def _relation_mentions(kb: str, graph: DocumentGraph, chunk_ids: set[str], mentioned: set[str]) -> list[Params]:
+def _relation_mentions(kb: str, graph: DocumentGraph) -> list[Params]:
     doc_uid = node_uid(kb, graph.document.doc_id)
     rows: list[Params] = []
     for m in graph.relation_mentions:
-        if m.chunk_id not in chunk_ids:
-            raise InvalidRequest(f"a relation is stated in chunk {m.chunk_id}, not in this document")
-        if m.source_id == m.target_id or not {m.source_id, m.target_id} <= mentioned:
-            raise InvalidRequest(
-                f"relation {m.source_id}–{m.target_id} must join two different entities this document mentions"
-            )
-        if not np.isfinite(m.weight):
-            raise InvalidRequest(f"relation {m.source_id}–{m.target_id} has a non-finite weight")
         source, target = relation_key(m.source_id, m.target_id)
         rows.append(
             {
@@ -257,15 +220,8 @@ class CommunityParams:
 
 
 def community_params(kb: str, communities: Sequence[CommunityRecord], vectors: Mapping[str, Vector]) -> CommunityParams:
+    known = check_communities(communities)
     ids = [c.community_id for c in communities]
-    if len(set(ids)) != len(ids) or not all(ids):
-        raise InvalidRequest("community ids must be unique and non-empty")
-    known = set(ids)
-    for c in communities:
-        if c.parent_id is not None and (c.parent_id not in known or c.parent_id == c.community_id):
-            raise InvalidRequest(
-                f"community {c.community_id}: parent {c.parent_id} is not another community of the set"
-            )
     given = {cid: stored_vector(v, f"community {cid}") for cid, v in vectors.items() if cid in known}
     one_dimension(list(given.values()), "community")
     return CommunityParams(

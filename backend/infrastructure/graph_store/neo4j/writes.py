@@ -23,8 +23,8 @@ from backend.infrastructure.graph_store.neo4j.params import (
     kb_scope,
     node_uid,
     pair_uid,
-    timestamp,
 )
+from backend.infrastructure.graph_store.validation import utc_timestamp
 
 
 async def run(tx: AsyncManagedTransaction, query: LiteralString, **params: Any) -> list[Record]:
@@ -50,7 +50,7 @@ async def write_document(tx: AsyncManagedTransaction, p: DocumentParams) -> None
         q.WRITE_DOCUMENT,
         **kb_scope(p.kb),
         uid=p.uid,
-        doc={**p.document, "created_at": p.document["created_at"] or state["created_at"] or timestamp()},
+        doc={**p.document, "created_at": p.document["created_at"] or state["created_at"] or utc_timestamp()},
         chunks=p.chunks,
         next=p.next,
         entities=p.entities,
