@@ -7,6 +7,7 @@ one store transaction; communities are refreshed once per batch, not per documen
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
@@ -36,6 +37,13 @@ class CommunityRefresher(Protocol):
 class ChunkingOptions:
     chunk_tokens: int = 200
     overlap_tokens: int = 40
+
+
+@dataclass(frozen=True, slots=True)
+class _Prepared:
+    record: DocumentRecord
+    chunks: tuple[ChunkRecord, ...]
+    outdated: tuple[str, ...]  # earlier versions from the same source, deleted once this one is written
 
 
 @dataclass(slots=True)
@@ -72,12 +80,14 @@ class GraphIndexer:
         communities: CommunityRefresher,
         locks: KbLocks,
         chunking: ChunkingOptions | None = None,
+        batch_size: int = 64,
     ) -> None:
         self._store = store
         self._embedder = embedder
         self._extractor = extractor
         self._communities = communities
         self._chunking = chunking or ChunkingOptions()
+        self._batch_size = max(1, batch_size)
         # Writers of one KB take turns so that replacements and community refreshes see a stable graph.
         self._lock = locks
 
@@ -87,10 +97,12 @@ class GraphIndexer:
         tally = _Tally()
         doc_ids: list[str] = []
         async with self._lock(kb.kb_prefix):
-            for done, document in enumerate(documents, start=1):
-                doc_ids.append(await self._index_one(kb.kb_prefix, document, tally))
+            for start in range(0, len(documents), self._batch_size):
+                batch = documents[start : start + self._batch_size]
+                doc_ids.extend(await self._index_batch(kb.kb_prefix, batch, tally))
                 if progress is not None:
-                    progress(done, len(documents), document.title)
+                    for offset, document in enumerate(batch, start=start + 1):
+                        progress(offset, len(documents), document.title)
             if tally.added or tally.replaced:
                 await self._communities.refresh(kb.kb_prefix)
         logger.info(
@@ -104,35 +116,68 @@ class GraphIndexer:
         )
         return tally.report(doc_ids)
 
-    async def _index_one(self, kb: str, document: SourceDocument, tally: _Tally) -> str:
+    async def _index_batch(self, kb: str, batch: Sequence[SourceDocument], tally: _Tally) -> list[str]:
+        """Prepare every document of the batch, embed them in two calls, then write one by one.
+
+        Small documents (a passage, a chat message) cost little each; what they share is the
+        embedder's per-call overhead, which batching across documents pays once.
+        """
+        prepared: dict[str, _Prepared] = {}
+        doc_ids: list[str] = []
+        for document in batch:
+            doc_id, work = await self._prepare(kb, document)
+            doc_ids.append(doc_id)
+            if work is None or doc_id in prepared:
+                tally.unchanged += 1
+            else:
+                prepared[doc_id] = work
+        extractions = await asyncio.gather(
+            *(self._extractor.extract(kb, work.record, work.chunks) for work in prepared.values())
+        )
+        chunk_vectors = await self._embed(
+            [f"{work.record.title}\n{chunk.text}" for work in prepared.values() for chunk in work.chunks]
+        )
+        entity_vectors = await self._new_entity_vectors(kb, extractions)
+        offset = 0
+        for work, extraction in zip(prepared.values(), extractions, strict=True):
+            vectors = chunk_vectors[offset : offset + len(work.chunks)]
+            offset += len(work.chunks)
+            await self._write(kb, work, extraction, vectors, entity_vectors, tally)
+        return doc_ids
+
+    async def _prepare(self, kb: str, document: SourceDocument) -> tuple[str, _Prepared | None]:
+        """The document's id, and what to write — None when this exact content is stored already."""
         text = ids.normalise_text(document.text)
         title = document.title.strip() or "untitled"
         doc_id = ids.document_id(title, text)
         if await self._store.get_document(kb, doc_id) is not None:
-            tally.unchanged += 1
-            return doc_id
+            return doc_id, None
         outdated = [d.doc_id for d in await self._previous_versions(kb, document.source) if d.doc_id != doc_id]
-        record = DocumentRecord(doc_id, title, dict(document.metadata), document.source)
         chunks = self._chunks(kb, doc_id, text)
-        extraction = await self._extractor.extract(kb, record, chunks)
-        graph = DocumentGraph(
-            DocumentRecord(doc_id, title, dict(document.metadata), document.source, chunk_count=len(chunks)),
-            tuple(chunks),
-            extraction.entity_mentions,
-            extraction.relation_mentions,
-        )
-        chunk_vectors = await self._embed([f"{title}\n{chunk.text}" for chunk in chunks])
-        entity_vectors = await self._new_entity_vectors(kb, extraction)
-        await self._store.upsert_document(kb, graph, chunk_vectors, entity_vectors)
-        for old in outdated:
+        record = DocumentRecord(doc_id, title, dict(document.metadata), document.source, chunk_count=len(chunks))
+        return doc_id, _Prepared(record, tuple(chunks), tuple(outdated))
+
+    async def _write(
+        self,
+        kb: str,
+        work: _Prepared,
+        extraction: Extraction,
+        chunk_vectors: Sequence[Vector],
+        entity_vectors: dict[str, Vector],
+        tally: _Tally,
+    ) -> None:
+        graph = DocumentGraph(work.record, work.chunks, extraction.entity_mentions, extraction.relation_mentions)
+        mentioned = {mention.entity_id for mention in extraction.entity_mentions}
+        offered = {entity_id: entity_vectors[entity_id] for entity_id in mentioned if entity_id in entity_vectors}
+        await self._store.upsert_document(kb, graph, chunk_vectors, offered)
+        for old in work.outdated:
             await self._store.delete_document(kb, old)
         tally.added += 1
-        tally.replaced += len(outdated)
-        tally.chunks += len(chunks)
+        tally.replaced += len(work.outdated)
+        tally.chunks += len(work.chunks)
         tally.entity_mentions += len(extraction.entity_mentions)
         tally.relation_mentions += len(extraction.relation_mentions)
         tally.model_calls += extraction.model_calls
-        return doc_id
 
     async def _previous_versions(self, kb: str, source: str) -> list[DocumentRecord]:
         return await self._store.find_documents_by_source(kb, source) if source else []
@@ -151,10 +196,12 @@ class GraphIndexer:
             return []
         return list(await self._embedder.embed(texts))
 
-    async def _new_entity_vectors(self, kb: str, extraction: Extraction) -> dict[str, Vector]:
+    async def _new_entity_vectors(self, kb: str, extractions: Sequence[Extraction]) -> dict[str, Vector]:
+        """Vectors for the entities the KB does not have yet (existing ones keep theirs)."""
         first_mention: dict[str, EntityMention] = {}
-        for mention in extraction.entity_mentions:
-            first_mention.setdefault(mention.entity_id, mention)
+        for extraction in extractions:
+            for mention in extraction.entity_mentions:
+                first_mention.setdefault(mention.entity_id, mention)
         existing = await self._store.existing_entity_ids(kb, list(first_mention))
         new = [mention for entity_id, mention in first_mention.items() if entity_id not in existing]
         vectors = await self._embed([_entity_text(mention) for mention in new])
