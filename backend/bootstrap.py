@@ -103,7 +103,7 @@ def _build_embedder(settings: Settings) -> TextEmbedder:
             dimension=settings.embedding_dimension,
             batch_size=settings.embedding_batch_size,
         )
-    return MiniLMEmbedder.load(settings.embedding_model_dir)
+    return MiniLMEmbedder.load(settings.embedding_model_dir, engine=settings.embedding_engine)
 
 
 def _build_chat_model(settings: Settings, stack: AsyncExitStack) -> ChatModel | None:

@@ -159,15 +159,16 @@ TIMED_STORE_METHODS = (
 
 # (label, call paths summed; "self:<path>" is that path's time minus its timed children).
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
-    ("documents (all stages below)", ("document",)),
-    ("  store lookups (document, entities)", ("document/store.get_document", "document/store.find_documents_by_source",
-                                              "document/entity vectors/store.existing_entity_ids")),
-    ("  chunking", ("document/chunking",)),
-    ("  extraction (offline NLP)", ("document/extraction",)),
-    ("  embed chunks (MiniLM)", ("document/embed",)),
-    ("  embed new entity names (MiniLM)", ("document/entity vectors/embed",)),
-    ("  store write (upsert_document)", ("document/store.upsert_document",)),
-    ("  rest of the indexer", ("self:document", "self:document/entity vectors")),
+    ("document batches (all stages below)", ("batch",)),
+    ("  store lookups (document, entities)", ("batch/prepare/store.get_document",
+                                              "batch/prepare/store.find_documents_by_source",
+                                              "batch/entity vectors/store.existing_entity_ids")),
+    ("  chunking", ("batch/prepare/chunking",)),
+    ("  extraction (offline NLP)", ("batch/extraction",)),
+    ("  embed chunks (MiniLM)", ("batch/embed",)),
+    ("  embed new entity names (MiniLM)", ("batch/entity vectors/embed",)),
+    ("  store write (upsert_document)", ("batch/store.upsert_document",)),
+    ("  rest of the indexer", ("self:batch", "self:batch/prepare", "self:batch/entity vectors")),
     ("delete (store.delete_document)", ("store.delete_document",)),
     ("community refresh (all stages below)", ("communities",)),
     ("  store reads (graph, entities, relations)", ("communities/store.entity_graph",
@@ -205,7 +206,8 @@ class Wiring:
         return cls(service, indexer, indexer._store, indexer._embedder, indexer._extractor, maintainer)
 
     def instrument(self, clock: StageClock) -> None:
-        clock.wrap(self.indexer, "_index_one", "document")
+        clock.wrap(self.indexer, "_index_batch", "batch")
+        clock.wrap(self.indexer, "_prepare", "prepare")
         clock.wrap(self.indexer, "_chunks", "chunking")
         clock.wrap(self.indexer, "_new_entity_vectors", "entity vectors")
         clock.wrap(self.extractor, "extract", "extraction")
@@ -331,6 +333,16 @@ async def prepare_neo4j(target: Neo4jTarget, dimension: int) -> list[str]:
     return notes
 
 
+def jvm_flags(pid: int) -> list[str]:
+    """The JVM's memory and JIT flags, and the launcher's last argument (the test server's page cache, MB)."""
+    try:
+        argv = Path(f"/proc/{pid}/cmdline").read_bytes().decode().split("\0")
+    except OSError:
+        return []
+    flags = [a for a in argv if a.startswith(("-Xm", "-XX:TieredStopAtLevel", "-XX:+Use"))]
+    return [*flags, f"page cache MB (last argument): {argv[-2] if len(argv) > 1 else ''}"]
+
+
 def bench_settings(store: str, data_dir: Path, registry: Path, neo4j: Neo4jTarget | None) -> Settings:
     values: dict[str, Any] = {
         "GRAPH_STORE": store,
@@ -373,6 +385,7 @@ class Worker:
                 raise RuntimeError("NEO4J_TEST_URI is not set")
             self.result["neo4j"] = {
                 "jvm_pid_found": self.jvm_pid is not None,
+                "jvm_flags": jvm_flags(self.jvm_pid) if self.jvm_pid else None,
                 "jvm_rss_mib_at_start": round(status_kib(self.jvm_pid, "VmRSS") / 1024, 1) if self.jvm_pid else None,
                 "setup": await prepare_neo4j(self.neo4j, 384),
             }
@@ -417,7 +430,7 @@ class Worker:
         peaks = self.rss_window()
         log(self.store, f"indexed in {wall:.1f} s; community refresh {clock.total('communities'):.1f} s")
         counts = await wiring.store.counts(KB_PREFIX)
-        outside = round(wall - clock.total("document", "communities"), 4)  # progress callbacks, the lock
+        outside = round(wall - clock.total("batch", "communities"), 4)  # progress callbacks, the lock
         self.result["index"] = {
             "documents": len(documents),
             "wall_s": round(wall, 2),

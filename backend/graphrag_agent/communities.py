@@ -19,12 +19,16 @@ import threading
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
+from types import ModuleType
+from typing import TYPE_CHECKING
 
-import igraph  # type: ignore[import-untyped]
 import numpy as np
 import numpy.typing as npt
 
 from backend.domain.graph import EntityGraph
+
+if TYPE_CHECKING:
+    import igraph  # type: ignore[import-untyped]
 from backend.graphrag_agent.ids import community_id
 
 DEFAULT_MAX_CLUSTER_SIZE = 10
@@ -91,7 +95,7 @@ def detect_communities(
     names, edges, weights = _weighted_edges(graph)
     if not edges:
         return []
-    whole = igraph.Graph(n=len(names), edges=edges, edge_attrs={"weight": weights})
+    whole = _igraph().Graph(n=len(names), edges=edges, edge_attrs={"weight": weights})
     whole.vs["gid"] = list(range(len(names)))
     run = _Run(kb, names, max_cluster_size, resolution)
     with _seeded(seed):
@@ -114,14 +118,23 @@ def _weighted_edges(graph: EntityGraph) -> tuple[list[str], list[tuple[int, int]
     return names, [(index[a], index[b]) for a, b in pairs], [merged[pair] for pair in pairs]
 
 
+def _igraph() -> ModuleType:
+    """igraph, imported on first use: its import loads matplotlib when that is installed (about 1 s and
+    27 MiB), which a process that never detects communities should not pay at start."""
+    import igraph
+
+    module: ModuleType = igraph
+    return module
+
+
 @contextmanager
 def _seeded(seed: int) -> Iterator[None]:
     with _RNG_LOCK:
-        igraph.set_random_number_generator(random.Random(seed))
+        _igraph().set_random_number_generator(random.Random(seed))
         try:
             yield
         finally:
-            igraph.set_random_number_generator(random)  # igraph's own default
+            _igraph().set_random_number_generator(random)  # igraph's own default
 
 
 def _detect(

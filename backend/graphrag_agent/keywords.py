@@ -104,8 +104,9 @@ def _close(text: str, words: list[re.Match[str]]) -> list[str]:
     if not words:
         return []
     phrase = _POSSESSIVE.sub("", text[words[0].start() : words[-1].end()])
-    # A lone sentence-initial word ("Summarise ...") is more likely an instruction than a name.
-    if len(words) == 1 and _at_sentence_start(text, words[0]):
+    # A lone sentence-initial word ("Summarise ...") is more likely an instruction than a name; after a
+    # colon it starts a name's second part as often ("Wrong Turn 5: Bloodlines").
+    if len(words) == 1 and _opens_sentence(text, words[0]):
         return []
     return [phrase]
 
@@ -113,6 +114,11 @@ def _close(text: str, words: list[re.Match[str]]) -> list[str]:
 def _at_sentence_start(text: str, match: re.Match[str]) -> bool:
     before = text[: match.start()].rstrip()
     return not before or before[-1] in ".?!:;"
+
+
+def _opens_sentence(text: str, match: re.Match[str]) -> bool:
+    before = text[: match.start()].rstrip()
+    return not before or before[-1] in ".?!"
 
 
 def _cjk_pieces(text: str) -> list[str]:

@@ -81,7 +81,9 @@ class GraphReader(ChunkIndex, Protocol):
     async def chunks_of_entities(
         self, kb: str, entity_ids: Sequence[str], per_entity_limit: int
     ) -> dict[str, list[str]]:
-        """entity id → the ids of up to `per_entity_limit` chunks that mention it (by title, ordinal)."""
+        """entity id → the ids of up to `per_entity_limit` chunks that mention it: those of its own document
+        first (titled with its name, ignoring case, a leading article and a trailing "(…)"), then by title,
+        ordinal."""
         ...
 
     async def communities_of(self, kb: str, entity_ids: Sequence[str]) -> list[CommunityRecord]:

@@ -14,7 +14,11 @@ _WORD_OR_CJK_RUN = re.compile(rf"[{_CJK}]+|[^\W_]+(?:['’][^\W_]+)*", re.UNICOD
 _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
 _BLOCK_START = re.compile(r"^\s*(?:#{1,6}\s|[-*+]\s|\d{1,3}[.)]\s)")
 _LIST_NUMBER = re.compile(r"\d{1,3}[.)]")
-_SENTENCE_END = re.compile(rf"(?<=[.!?])\s+(?=[\"'“(\[]?[A-Z0-9{_CJK}])|(?<=[。！？；])")
+# A full stop after an initial ("Robert A. Stemmle"; not "I", a numeral: "Lothair I.") or a title
+# ("Dr.", "St.") does not end the sentence, so names keep their parts.
+_TITLES = ("Mr", "Ms", "Dr", "St", "Jr", "Sr", "Mt", "vs")
+_NOT_AN_END = r"(?<![\s(][A-HJ-Z]\.)" + "".join(rf"(?<!\s{title}\.)" for title in _TITLES)
+_SENTENCE_END = re.compile(rf"(?<=[.!?]){_NOT_AN_END}\s+(?=[\"'“(\[]?[A-Z0-9{_CJK}])|(?<=[。！？；])")
 
 STOPWORDS: frozenset[str] = frozenset(
     {

@@ -397,6 +397,20 @@ async def test_chunks_of_entities(orchard: GraphStore) -> None:
     }
 
 
+async def test_chunks_of_entities_put_the_entitys_own_document_first(orchard: GraphStore) -> None:
+    """A document titled with the entity's name (after an article, before a "(…)") comes before the
+    alphabetical order, so a small per-entity limit still reaches it."""
+    own_apple = build(KB, "The Apple", [ChunkSpec("The apple is a fruit.", axis(6), (APPLE_PRESSED,), ())])
+    own_mill = build(KB, "Mill (building)", [ChunkSpec("A mill grinds.", axis(7), (MILL_PRESS,), ())])
+    await write(orchard, own_apple, own_mill)
+    found = await orchard.chunks_of_entities(KB, [eid(KB, "Apple"), eid(KB, "Mill"), eid(KB, "Bee")], 2)
+    assert found == {
+        eid(KB, "Apple"): [own_apple.chunk(0), cider().chunk(0)],
+        eid(KB, "Mill"): [own_mill.chunk(0), cider().chunk(0)],
+        eid(KB, "Bee"): [bees().chunk(0), bees().chunk(1)],  # "The bees" is not titled "Bee"
+    }
+
+
 async def test_entities_in_chunks(orchard: GraphStore) -> None:
     c, b = cider(), bees()
     found = await orchard.entities_in_chunks(KB, [b.chunk(1), c.chunk(0), "no-such-chunk"])

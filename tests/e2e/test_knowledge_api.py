@@ -159,6 +159,17 @@ async def test_files_are_uploaded_as_multipart(client: httpx.AsyncClient) -> Non
     assert titles == {"Hugh of Tours", "Lothair II", "Ermengarde of Tours"}
 
 
+async def test_an_upload_of_too_many_records_is_refused_whole(client: httpx.AsyncClient) -> None:
+    await create_history_kb(client)
+    records = "\n".join(json.dumps({"title": f"note {n}", "text": f"Note number {n}."}) for n in range(1001))
+    files = [("files", ("many.jsonl", records.encode(), "application/jsonl"))]
+    response = await client.post("/api/v1/kbs/history/documents", files=files, headers=admin())
+    assert response.status_code == 400, response.text
+    assert "1000" in response.json()["error"]["message"]
+    listed = (await client.get("/api/v1/kbs/history/documents", headers=admin())).json()["documents"]
+    assert listed == []
+
+
 @pytest.mark.parametrize(
     ("path", "body", "status"),
     [

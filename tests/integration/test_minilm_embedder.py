@@ -28,9 +28,24 @@ from tests.support.embedder import shared_minilm
 REFERENCE = json.loads((Path(__file__).parents[1] / "fixtures" / "minilm_reference.json").read_text("utf-8"))
 
 
-@pytest.fixture
-def embedder() -> MiniLMEmbedder:
-    return shared_minilm()
+@pytest.fixture(params=["onnx", "numpy"])
+def embedder(request: pytest.FixtureRequest) -> MiniLMEmbedder:
+    """Both engines pass every test of the local model."""
+    loaded = shared_minilm(request.param)
+    assert loaded.engine == request.param
+    return loaded
+
+
+async def test_the_onnx_graph_computes_what_the_numpy_reference_does() -> None:
+    texts = [*REFERENCE["sentences"], "", "Kurz: 中文也可以。", "word " * 300]  # empty, CJK, truncated at 256
+    onnx_vectors = await shared_minilm("onnx").embed(texts)
+    numpy_vectors = await shared_minilm("numpy").embed(texts)
+    np.testing.assert_allclose(onnx_vectors, numpy_vectors, atol=2e-5)
+
+
+def test_an_unknown_engine_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown embedding engine"):
+        MiniLMEmbedder.load(engine="torch")
 
 
 def cosine(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> float:

@@ -8,5 +8,5 @@ from backend.infrastructure.embeddings.minilm import MiniLMEmbedder
 
 
 @cache
-def shared_minilm() -> MiniLMEmbedder:
-    return MiniLMEmbedder.load()
+def shared_minilm(engine: str = "auto") -> MiniLMEmbedder:
+    return MiniLMEmbedder.load(engine=engine)

@@ -318,6 +318,7 @@ async def test_an_unrelated_question_gets_nothing() -> None:
         ('What did "Regret in Your Tears" chart at in 2017?', ("Regret in Your Tears", "2017"), ("chart",)),
         ("Summarise the main themes.", (), ("summarise", "main", "themes")),
         ("Where was Ermengarde of Tours buried?", ("Ermengarde of Tours",), ("buried",)),
+        ("Who directed Wrong Turn 5: Bloodlines?", ("Wrong Turn", "Bloodlines", "5"), ("directed",)),
         ("李华的妈妈是谁", ("李华", "妈妈"), ("李华", "妈妈")),
     ],
 )

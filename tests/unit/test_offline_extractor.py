@@ -311,3 +311,10 @@ async def test_extract_runs_off_the_event_loop() -> None:
     # to the odd long pause a busy machine causes).
     assert len(gaps) > 10
     assert sorted(gaps)[len(gaps) // 2] < 0.05
+
+
+def test_middle_initials_stay_inside_names() -> None:
+    text = "Silent Waters is a 1955 film directed by Robert A. Stemmle and written by Karl J. Weber."
+    found = types_by_name(extract("Silent Waters", text))
+    assert {"Robert A. Stemmle", "Karl J. Weber"} <= found.keys()
+    assert not found.keys() & {"Robert", "Karl J", "A"}

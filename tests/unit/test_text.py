@@ -36,3 +36,12 @@ def test_headings_and_list_items_are_sentences_of_their_own() -> None:
         "Children go free.",
         "1. First step wraps here.",
     ]
+
+
+def test_initials_and_titles_do_not_end_a_sentence_but_a_numeral_does() -> None:
+    text = "It was directed by Robert A. Stemmle with Dr. Mayer. He was the son of Lothair I. He died in 869."
+    assert split_sentences(text) == [
+        "It was directed by Robert A. Stemmle with Dr. Mayer.",
+        "He was the son of Lothair I.",
+        "He died in 869.",
+    ]

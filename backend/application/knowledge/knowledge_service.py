@@ -17,8 +17,6 @@ from backend.domain.errors import InvalidRequest, NotFound, UnknownKnowledgeBase
 from backend.domain.graph import DocumentRecord
 from backend.domain.knowledge_base import KnowledgeBase
 
-MAX_DOCUMENTS_PER_REQUEST = 1000
-
 
 class KnowledgeService:
     def __init__(self, catalog: KnowledgeBaseCatalog, loader: DocumentLoader, indexer: KnowledgeIndexer) -> None:
@@ -49,8 +47,6 @@ class KnowledgeService:
         self, kb_prefix: str, documents: Sequence[SourceDocument], progress: ProgressCallback | None = None
     ) -> IndexReport:
         kb = await self._kb(kb_prefix)
-        if len(documents) > MAX_DOCUMENTS_PER_REQUEST:
-            raise InvalidRequest(f"at most {MAX_DOCUMENTS_PER_REQUEST} documents per request")
         for document in documents:
             if not document.text.strip():
                 raise InvalidRequest(f"document {document.title[:80]!r} has no text")

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from backend.domain.agent_types import AgentType
 from backend.domain.graph import CommunityRecord
 from backend.domain.retrieval import RetrievalResult
+from backend.graphrag_agent.agents.bridges import BridgeFinder
 from backend.graphrag_agent.agents.chunk_search import ChunkCandidate, ChunkRankings, ChunkSearch
 from backend.graphrag_agent.agents.common import build_trace, concurrently, log_retrieval
 from backend.graphrag_agent.agents.local_search import (
@@ -48,6 +49,9 @@ from backend.graphrag_agent.ports import (
 )
 
 logger = logging.getLogger(__name__)
+
+# Bridges name the documents a multi-hop question needs; when found, their ranking leads the fusion.
+BRIDGE_WEIGHT = 3.0
 
 _BROAD = re.compile(
     r"\b(?:main|key|major|central|common|recurring|overall)\s+(?:themes?|topics?|ideas?|points?|trends?|findings?)\b"
@@ -101,6 +105,7 @@ class GraphSearch:
         )
         self.linker = EntityLinker(kb, reader, settings)
         self.expander = GraphExpander(kb, reader, settings)
+        self.bridges = BridgeFinder(kb, reader)
         self.assembler = EvidenceAssembler(kb, reader, settings, agent_type)
 
     async def probe(self, query: str, with_communities: bool = False) -> Probe:
@@ -130,21 +135,29 @@ class GraphSearch:
         return await self._reader.search_communities(self.kb, embedding, None, 3 * self.top_k)
 
     async def local(self, query: str, probe: Probe) -> tuple[list[RankedChunk], Expansion]:
-        expansion = await self.expander.expand(query, probe.seeds)
-        return self.fuse(probe.chunks, expansion), expansion
+        expansion, bridges = await concurrently(
+            self.expander.expand(query, probe.seeds), self.bridges.ranking(query, probe.seeds)
+        )
+        return self.fuse(probe.chunks, expansion, bridges=bridges), expansion
 
     def fuse(
-        self, chunks: ChunkRankings, expansion: Expansion, themes: Sequence[ChunkCandidate] = ()
+        self,
+        chunks: ChunkRankings,
+        expansion: Expansion,
+        themes: Sequence[ChunkCandidate] = (),
+        bridges: Sequence[ChunkHit] = (),
     ) -> list[RankedChunk]:
-        """The graph ranking fused with the plain searches (and theme search, if any) by RRF, best first."""
+        """The graph ranking fused with the plain searches (and theme search and bridges, if any) by RRF."""
         candidates = chunks.by_id()
         graph = {c.hit.chunk_id: c for c in expansion.chunks}
         hits = {c.hit.chunk_id: c.hit for c in expansion.chunks}
         hits |= {c.hit.chunk_id: c.hit for c in (*themes, *candidates.values())}
+        hits |= {hit.chunk_id: hit for hit in bridges}
         fulltext, vector = chunks.id_lists()
         # The graph ranking weighs as much as the text searches together, which often agree with each other.
         rankings = [("graph", expansion.chunk_ids(), 1.0), ("fulltext", fulltext, 0.5), ("vector", vector, 0.5)]
         rankings += [("theme", [c.hit.chunk_id for c in themes], 0.5)] if themes else []
+        rankings += [("bridge", [hit.chunk_id for hit in bridges], BRIDGE_WEIGHT)] if bridges else []
         present = [ranking for ranking in rankings if ranking[1]]  # scores relative to the lists that found something
         fused = reciprocal_rank_fusion([ids for _, ids, _ in present], weights=[w for _, _, w in present])
         ranked = []

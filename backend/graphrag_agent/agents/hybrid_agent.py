@@ -47,6 +47,7 @@ class _Found:
 
     seeds: list[Seed]
     expansion: Expansion
+    bridges: list[ChunkHit]
     question: ChunkRankings
     themes: tuple[ChunkCandidate, ...]
     communities: list[CommunityHit]
@@ -109,12 +110,14 @@ class HybridAgent:
             self._high_level(high_vector),
         )
         seeds = self._search.linker.link(low_text, name_hits, entity_hits)
-        expansion = await self._search.expander.expand(query, seeds)
+        expansion, bridges = await concurrently(
+            self._search.expander.expand(query, seeds), self._search.bridges.ranking(query, seeds)
+        )
         question = self._search.chunk_search.admit(query, question_text, question_vector)
         # Themes pick passages only for a question that names nothing specific: otherwise the question's own
         # searches already cover its theme words, and theme matches crowd out the named entities' chunks.
         themes = () if seeds else self._search.chunk_search.admit_vector(theme_hits)
-        return _Found(seeds, expansion, question, themes, communities)
+        return _Found(seeds, expansion, bridges, question, themes, communities)
 
     async def _embed(self, query: str, low_text: str, high_text: str) -> tuple[Vector, Vector | None, Vector | None]:
         """One embedder call for the question and whichever keyword texts exist."""
@@ -136,7 +139,7 @@ class HybridAgent:
         return await concurrently(self._search.chunk_search.vector(vector), self._search.search_communities(vector))
 
     async def _results(self, query: str, found: _Found) -> list[RetrievalResult]:
-        chunks = self._search.fuse(found.question, found.expansion, found.themes)[: self._search.top_k]
+        chunks = self._search.fuse(found.question, found.expansion, found.themes, found.bridges)[: self._search.top_k]
         assembler = self._search.assembler
         entities, relations = await assembler.entities_and_relations(chunks, found.expansion)
         communities = self._communities(query, found.seeds, found.expansion, found.communities)

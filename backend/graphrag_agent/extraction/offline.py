@@ -571,8 +571,8 @@ def _runs(text: str, words: list[re.Match[str]]) -> list[list[re.Match[str]]]:
     for word in words:
         token = word.group(0)
         joined = bool(current) and _joins(text[current[-1].end() : word.start()], current[-1].group(0))
-        if joined and token == "I":
-            current.append(word)  # "World War I", not the pronoun
+        if joined and (token == "I" or _is_initial(text, word)):
+            current.append(word)  # "World War I", not the pronoun; "Robert A. Stemmle", not the article
         elif _is_capitalised(token) and (joined or not current):
             current.append(word)
         elif _is_capitalised(token):
@@ -592,6 +592,10 @@ def _runs(text: str, words: list[re.Match[str]]) -> list[list[re.Match[str]]]:
 def _is_capitalised(token: str) -> bool:
     # "You're" and "I'll" are function words too.
     return token[0].isupper() and token.lower().replace("’", "'").split("'")[0] not in _FUNCTION_WORDS
+
+
+def _is_initial(text: str, word: re.Match[str]) -> bool:
+    return len(word.group(0)) == 1 and word.group(0).isupper() and text[word.end() : word.end() + 1] == "."
 
 
 def _joins(gap: str, previous: str) -> bool:

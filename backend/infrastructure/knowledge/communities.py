@@ -22,13 +22,18 @@ from backend.infrastructure.knowledge.locks import KbLocks
 
 logger = logging.getLogger(__name__)
 
-SUMMARY_TEXT_CHARS = 400
+# What global search matches a query against: the title (the central entities' names) and the start of
+# the summary. Short texts keep the embedding cost of a refresh small; it grows with text length.
+SUMMARY_TEXT_CHARS = 200
 
 
 @dataclass(frozen=True, slots=True)
 class CommunityOptions:
     max_cluster_size: int = 10
     embedded_levels: int = 2  # levels 0 .. embedded_levels-1 get a summary vector
+    # Smaller communities (an entity and a neighbour or two) add nothing to global search that
+    # local search does not find through the entities themselves.
+    min_embedded_size: int = 3
 
 
 class CommunityMaintainer:
@@ -68,7 +73,14 @@ class CommunityMaintainer:
     async def _vectors_for_new(
         self, records: list[CommunityRecord], previous: dict[str, CommunityRecord]
     ) -> dict[str, Vector]:
-        new = [r for r in records if r.community_id not in previous and r.level < self._options.embedded_levels]
+        options = self._options
+        new = [
+            r
+            for r in records
+            if r.community_id not in previous
+            and r.level < options.embedded_levels
+            and len(r.entity_ids) >= options.min_embedded_size
+        ]
         if not new:
             return {}
         texts = [f"{record.title}\n{record.summary[:SUMMARY_TEXT_CHARS]}" for record in new]

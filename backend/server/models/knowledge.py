@@ -13,6 +13,9 @@ from backend.domain.agent_types import DEFAULT_AGENT_TYPE
 from backend.domain.graph import DocumentRecord
 from backend.domain.knowledge_base import KnowledgeBase
 
+# Per HTTP request (a JSON body or the records of uploaded files); the CLI ingests any number.
+MAX_DOCUMENTS_PER_REQUEST = 1000
+
 
 class _Body(BaseModel):
     model_config = ConfigDict(extra="forbid")
@@ -70,7 +73,7 @@ class DocumentIn(_Body):
 
 
 class IngestRequest(_Body):
-    documents: list[DocumentIn] = Field(min_length=1, max_length=1000)
+    documents: list[DocumentIn] = Field(min_length=1, max_length=MAX_DOCUMENTS_PER_REQUEST)
 
 
 class IngestResponse(BaseModel):

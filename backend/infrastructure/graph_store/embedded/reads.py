@@ -94,10 +94,15 @@ _CHUNKS_MENTIONING = (
 )
 _ENTITIES_IN_CHUNKS = f"""SELECT DISTINCT chunk_id, entity_id FROM entity_mentions
 WHERE kb = ?1 AND chunk_id IN ({_IDS}) ORDER BY chunk_id, entity_id"""
+# The entity's own document first: titled with its name, perhaps after an article or before a "(film)".
 _CHUNKS_OF_ENTITIES = f"""SELECT entity_id, chunk_id FROM (
     SELECT m.entity_id, m.chunk_id,
-        row_number() OVER (PARTITION BY m.entity_id ORDER BY d.title, c.ordinal, c.chunk_id) AS position
+        row_number() OVER (PARTITION BY m.entity_id ORDER BY
+            lower(d.title) IN (lower(e.name), 'the ' || lower(e.name), 'a ' || lower(e.name), 'an ' || lower(e.name))
+                OR substr(lower(d.title), 1, length(e.name) + 2) = lower(e.name) || ' (' DESC,
+            d.title, c.ordinal, c.chunk_id) AS position
     FROM (SELECT DISTINCT entity_id, chunk_id FROM entity_mentions WHERE kb = ?1 AND entity_id IN ({_IDS})) AS m
+    JOIN entities AS e ON e.kb = ?1 AND e.entity_id = m.entity_id
     JOIN chunks AS c ON c.kb = ?1 AND c.chunk_id = m.chunk_id
     JOIN documents AS d ON d.kb = ?1 AND d.doc_id = c.doc_id)
 WHERE position <= ?3 ORDER BY entity_id, position"""

@@ -290,8 +290,10 @@ UNWIND $uids AS uid
 MATCH (e:Entity {uid: uid})
 RETURN e.id AS entity_id, COLLECT {
     MATCH (e)<-[:MENTIONS]-(c:Chunk)-[:PART_OF]->(d:Document)
-    WITH DISTINCT c, d
-    ORDER BY d.title, c.ordinal, c.id
+    WITH DISTINCT c, d, toLower(d.title) AS title, toLower(e.name) AS name
+    // The entity's own document first: titled with its name, perhaps after an article or before a "(film)".
+    ORDER BY title IN [name, 'the ' + name, 'a ' + name, 'an ' + name] OR title STARTS WITH name + ' (' DESC,
+        d.title, c.ordinal, c.id
     LIMIT $per_entity
     RETURN c.id
 } AS chunk_ids"""

@@ -46,14 +46,21 @@ _DRIVER_ERRORS: tuple[type[BaseException], ...] = (
 
 _MESSAGE_COLUMNS = "id, conversation_id, role, content, created_at, citations, debug, completed, request_id"
 
-_UPSERT_CONVERSATION = """
+_SELECT_CONVERSATION = "SELECT id FROM conversations WHERE user_id = $1 AND session_id = $2"
+# Read first (every later turn finds the row without a write); concurrent first calls meet on the
+# unique key: the loser's DO NOTHING returns no row and it reads the winner's.
+_CREATE_CONVERSATION = """
     INSERT INTO conversations (user_id, session_id) VALUES ($1, $2)
-    ON CONFLICT (user_id, session_id) DO UPDATE SET updated_at = now()
+    ON CONFLICT (user_id, session_id) DO NOTHING
     RETURNING id
 """
-_INSERT_MESSAGE = f"""
+# One statement, one round trip: touching the conversation locks its row before the insert takes its
+# seq, so appends to one conversation commit in seq order and a retried request waits for the first.
+# No row back means: no such conversation, or this request already stored this role's message.
+_APPEND_MESSAGE = f"""
+    WITH conversation AS (UPDATE conversations SET updated_at = now() WHERE id = $1 RETURNING id)
     INSERT INTO messages (conversation_id, role, content, citations, debug, completed, request_id)
-    VALUES ($1, $2, $3, $4, $5, $6, $7)
+    SELECT id, $2, $3, $4, $5, $6, $7 FROM conversation
     ON CONFLICT (conversation_id, request_id, role) WHERE request_id IS NOT NULL DO NOTHING
     RETURNING {_MESSAGE_COLUMNS}
 """
@@ -159,40 +166,32 @@ class PostgresConversationStore:
             await conn.fetchval("SELECT 1")
 
     async def get_or_create_conversation_id(self, user_id: str, session_id: str) -> str:
-        # One statement: concurrent first calls meet on the unique key and all get the same row.
         async with self._connection() as conn:
-            return str(await conn.fetchval(_UPSERT_CONVERSATION, user_id, session_id))
+            found = await conn.fetchval(_SELECT_CONVERSATION, user_id, session_id)
+            while found is None:  # loops only if the row we conflicted with is deleted meanwhile
+                found = await conn.fetchval(_CREATE_CONVERSATION, user_id, session_id)
+                found = found or await conn.fetchval(_SELECT_CONVERSATION, user_id, session_id)
+        return str(found)
 
     async def find_conversation_id(self, user_id: str, session_id: str) -> str | None:
         async with self._connection() as conn:
-            found = await conn.fetchval(
-                "SELECT id FROM conversations WHERE user_id = $1 AND session_id = $2", user_id, session_id
-            )
+            found = await conn.fetchval(_SELECT_CONVERSATION, user_id, session_id)
         return None if found is None else str(found)
 
     async def append_message(self, conversation_id: str, message: NewMessage) -> StoredMessage:
         key = parse_id(conversation_id, "conversation")
         citations = citations_to_json(message.citations)
-        async with self._connection() as conn, conn.transaction():
-            # Touching the conversation first locks its row, so appends to one conversation commit in
-            # seq order and a retried request waits for the first one instead of racing it.
-            touched = await conn.execute("UPDATE conversations SET updated_at = now() WHERE id = $1", key)
-            if touched == "UPDATE 0":
-                raise NotFound(f"conversation {conversation_id!r} not found")
+        values = (message.role.value, message.content, citations, message.debug, message.completed)
+        async with self._connection() as conn:
             row = None
             while row is None:  # loops only if a concurrent clear removes the row we conflicted with
-                row = await conn.fetchrow(
-                    _INSERT_MESSAGE,
-                    key,
-                    message.role.value,
-                    message.content,
-                    citations,
-                    message.debug,
-                    message.completed,
-                    message.request_id,
-                )
-                if row is None:  # the same request already stored this role's message
+                row = await conn.fetchrow(_APPEND_MESSAGE, key, *values, message.request_id)
+                if row is not None:
+                    break
+                if message.request_id is not None:  # the same request may have stored this role's message
                     row = await conn.fetchrow(_SELECT_BY_REQUEST, key, message.request_id, message.role.value)
+                if row is None and await conn.fetchval("SELECT 1 FROM conversations WHERE id = $1", key) is None:
+                    raise NotFound(f"conversation {conversation_id!r} not found")
         return _to_message(row)
 
     async def list_messages(
@@ -270,7 +269,7 @@ class PostgresConversationStore:
             return self._pool
 
     async def _connect(self) -> Any:
-        pool = await asyncpg.create_pool(self._dsn, init=_init_connection, **self._pool_options)
+        pool = await asyncpg.create_pool(self._dsn, init=_init_connection, reset=_keep_session, **self._pool_options)
         try:
             async with pool.acquire() as conn, conn.transaction():
                 # Several processes may start together; CREATE ... IF NOT EXISTS alone can still collide.
@@ -283,6 +282,12 @@ class PostgresConversationStore:
 
     def _unavailable(self) -> str:
         return f"Postgres conversation store at {self._target} is unavailable"
+
+
+async def _keep_session(conn: Any) -> None:
+    """Released connections skip asyncpg's default reset query (a round trip per store call): the store
+    sets no session state, listens to nothing and takes only transaction-scoped advisory locks. An open
+    transaction is still rolled back by asyncpg before this runs."""
 
 
 async def _init_connection(conn: Any) -> None:

@@ -12,6 +12,7 @@ from backend.application.ports.ingestion import SourceDocument
 from backend.domain.errors import InvalidRequest
 from backend.server.deps import AdminDep, PrincipalDep, ServicesDep
 from backend.server.models.knowledge import (
+    MAX_DOCUMENTS_PER_REQUEST,
     CreateKnowledgeBase,
     DocumentOut,
     DocumentsResponse,
@@ -90,6 +91,8 @@ async def ingest_documents(
     documents = await _documents_from(request, services, files)
     if not documents:
         raise InvalidRequest("no document with text was found in the request")
+    if len(documents) > MAX_DOCUMENTS_PER_REQUEST:  # the JSON body is capped by its model; files by this
+        raise InvalidRequest(f"at most {MAX_DOCUMENTS_PER_REQUEST} documents per request; split the upload")
     report = await services.knowledge.ingest(kb_prefix, documents)
     return IngestResponse.of(kb_prefix, report)
 

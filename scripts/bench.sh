@@ -1,0 +1,147 @@
+#!/usr/bin/env bash
+# Every benchmark, then the report: the knowledge bases are built from ../shared/datasets by the benchmarks
+# themselves (retrieval_quality caches its indexes under benchmarks/.cache/), each module of benchmarks/ runs
+# in turn and writes benchmarks/results/<name>.json, then `python -m benchmarks.report` writes
+# benchmarks/results/latest.json and benchmarks/REPORT.md (plots in benchmarks/report/).
+#
+#   scripts/bench.sh [--quick] [--only name,name] [--dry-run]
+#
+#   --quick    each module's quick mode where it has one (budget: 5 minutes; the full suite: 30)
+#   --only     only these modules (then the report), e.g. --only streaming_latency,concurrency
+#   --dry-run  print the steps and their commands; install, start and run nothing
+#
+# Starts the local Postgres (POSTGRES_TEST_DSN unset; history_store, concurrency) and a Neo4j 5.26 server
+# with the JIT fully on (NEO4J_TEST_URI unset; graph_indexing, stopped again on exit), as scripts/test.sh does.
+# A module whose file is missing is skipped; one that fails is recorded and the next one runs. Prints the
+# elapsed time of every step; exit status 1 when any step failed.
+set -euo pipefail
+source "$(dirname "$0")/lib/env.sh"
+cd "$ROOT"
+
+# In order; the report reads whatever they wrote.
+MODULES=(retrieval_quality graph_indexing streaming_latency llm_token_parse concurrency history_store podcast_indexing)
+
+QUICK=0
+DRY_RUN=0
+ONLY=""
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --quick) QUICK=1 ;;
+    --dry-run) DRY_RUN=1 ;;
+    --only) ONLY="${2:?--only needs module names}"; shift ;;
+    --only=*) ONLY="${1#--only=}" ;;
+    -h | --help) awk 'NR > 1 && !/^#/ { exit } NR > 1 { sub(/^# ?/, ""); print }' "$0"; exit 0 ;;
+    *) log "bench.sh: unknown argument $1 (see --help)"; exit 2 ;;
+  esac
+  shift
+done
+
+selected=("${MODULES[@]}")
+if [ -n "$ONLY" ]; then
+  IFS=',' read -ra selected <<<"$ONLY"
+  for name in "${selected[@]}"; do
+    [[ " ${MODULES[*]} " == *" $name "* ]] || { log "bench.sh: unknown module $name (one of: ${MODULES[*]})"; exit 2; }
+  done
+fi
+
+wants() { [[ " ${selected[*]} " == *" $1 "* ]]; }
+
+# The arguments of one module: --quick where its argparse has it.
+module_args() {
+  local quick=()
+  [ "$QUICK" = 1 ] && quick=(--quick)
+  case "$1" in
+    graph_indexing) echo --store both "${quick[@]}" ;;
+    retrieval_quality | concurrency | history_store | podcast_indexing) echo "${quick[@]}" ;;
+    *) echo ;;  # streaming_latency, llm_token_parse: no quick mode (under a minute each)
+  esac
+}
+
+duration() {  # seconds → "4m07s"
+  printf '%dm%02ds' $(($1 / 60)) $(($1 % 60))
+}
+
+STEPS=()
+failures=0
+
+# Runs one step (or prints it with --dry-run) and records "name status elapsed".
+run_step() {
+  local name="$1" started status=ok elapsed
+  shift
+  log ""
+  log "== $name: $*"
+  started=$(date +%s)
+  if [ "$DRY_RUN" = 1 ]; then
+    status="dry run"
+  else
+    "$@" || status="FAILED (exit $?)"
+  fi
+  elapsed=$(($(date +%s) - started))
+  [[ "$status" != FAILED* ]] || failures=$((failures + 1))
+  log "== $name: $status in $(duration "$elapsed")"
+  STEPS+=("$(printf '%-20s %-18s %s' "$name" "$status" "$(duration "$elapsed")")")
+}
+
+skip_step() {
+  log ""
+  log "== $1: skipped ($2)"
+  STEPS+=("$(printf '%-20s %-18s %s' "$1" "skipped" "$2")")
+}
+
+datasets="${DATASETS_DIR:-$ROOT/../shared/datasets}"
+if [ ! -d "$datasets" ]; then
+  log "bench.sh: the datasets are missing ($datasets); set DATASETS_DIR"
+  [ "$DRY_RUN" = 1 ] || exit 1
+fi
+
+suite_started=$(date +%s)
+if [ "$DRY_RUN" = 1 ]; then
+  log "dry run: ensure_venv test,bench"
+else
+  ensure_venv test,bench
+fi
+
+if { wants history_store || wants concurrency; } && [ -z "${POSTGRES_TEST_DSN:-}" ]; then
+  if [ "$DRY_RUN" = 1 ]; then
+    log "dry run: eval \"\$(scripts/services/postgres.sh)\""
+  elif services="$(scripts/services/postgres.sh)"; then
+    eval "$services"
+  else
+    log "warning: no local Postgres; history_store and concurrency measure SQLite only"
+  fi
+fi
+
+if wants graph_indexing && [ -z "${NEO4J_TEST_URI:-}" ]; then
+  # The test script's server runs C1 only (faster start); a benchmark wants the full JIT.
+  export NEO4J_TEST_JAVA_OPTS="${NEO4J_TEST_JAVA_OPTS:--XX:TieredStopAtLevel=4}"
+  if [ "$DRY_RUN" = 1 ]; then
+    log "dry run: NEO4J_TEST_JAVA_OPTS=$NEO4J_TEST_JAVA_OPTS eval \"\$(scripts/services/neo4j.sh)\"; stop on exit"
+  elif services="$(scripts/services/neo4j.sh)"; then
+    eval "$services"  # NEO4J_TEST_URI, NEO4J_TEST_PID, NEO4J_TEST_DIR
+    trap 'scripts/services/neo4j.sh stop' EXIT
+  else
+    log "warning: no local Neo4j; graph_indexing reports the neo4j store as skipped"
+  fi
+fi
+
+for module in "${selected[@]}"; do
+  if [ ! -f "benchmarks/$module.py" ]; then
+    skip_step "$module" "benchmarks/$module.py is missing"
+    continue
+  fi
+  read -ra args <<<"$(module_args "$module")"
+  run_step "$module" python -m "benchmarks.$module" "${args[@]}"
+done
+run_step report python -m benchmarks.report
+
+total=$(($(date +%s) - suite_started))
+budget=$((QUICK == 1 ? 300 : 1800))
+log ""
+log "step                 status             elapsed"
+printf '%s\n' "${STEPS[@]}" >&2
+log "total $(duration "$total") (budget $(duration "$budget")$([ "$total" -le "$budget" ] || echo ': EXCEEDED'))"
+if [ "$failures" -gt 0 ]; then
+  log "$failures step(s) failed; benchmarks/REPORT.md shows what the others measured"
+  exit 1
+fi
+[ "$DRY_RUN" = 1 ] || log "report: benchmarks/REPORT.md"
