@@ -172,10 +172,11 @@ class MiniLMEmbedder:
         if batch_size <= 0:
             raise ValueError("batch_size must be positive")
         self._tokenizer = tokenizer
-        self._weights = weights
         self._config = config
         self._batch_size = batch_size
         self._engine = _resolve_engine(engine)
+        # The ONNX session holds its own copy of the weights; keeping ours too would cost ~90 MB for nothing.
+        self._weights: _Weights | None = weights if self._engine == "numpy" else None
         self._encoder: Encoder = onnx_encoder(weights, config) if self._engine == "onnx" else self._numpy_encode
 
     @classmethod
@@ -252,6 +253,7 @@ class MiniLMEmbedder:
 
     def _forward(self, ids: IntArray, type_ids: IntArray, mask: FloatArray) -> FloatArray:
         w, cfg = self._weights, self._config
+        assert w is not None, "the numpy forward pass runs only on the numpy engine"
         positions = w.position[: ids.shape[1]]
         x = w.word[ids] + positions[np.newaxis, :, :] + w.token_type[type_ids]
         x = layer_norm(x, w.ln_g, w.ln_b, cfg.eps)
