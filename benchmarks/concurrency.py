@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import json
 import os
 import sqlite3
 import statistics
@@ -68,7 +67,7 @@ import httpx
 
 from backend.infrastructure.config.settings import Settings
 from backend.infrastructure.persistence.postgres.conversation_store import describe_dsn
-from benchmarks.graph_probes import RssSampler, cpu_seconds, machine, percentile, status_kib
+from benchmarks.graph_probes import RssSampler, cpu_seconds, machine, percentile, save_result, status_kib
 from benchmarks.history_store import scratch_database, tls_in_use
 from benchmarks.streaming_latency import (
     API_KEY,
@@ -491,17 +490,7 @@ def main() -> None:
     results = summarize(measured)
     results["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 1)
     print_table(results, params, host)
-    document = {
-        "benchmark": "concurrency",
-        "machine": host,
-        "date": started.isoformat(timespec="seconds"),
-        "parameters": params,
-        "results": results,
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
-    shown = args.output.relative_to(ROOT) if args.output.is_relative_to(ROOT) else args.output
-    print(f"wrote {shown} ({results['duration_s']} s)")
+    save_result(args.output, "concurrency", host, started, params, results)
 
 
 if __name__ == "__main__":

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import inspect
+import json
 import logging
 import math
 import os
@@ -17,6 +18,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -276,3 +278,21 @@ def machine() -> dict[str, Any]:
         "platform": platform.platform(),
         "load_average_1m_at_start": round(os.getloadavg()[0], 2),
     }
+
+
+def save_result(
+    output: Path, benchmark: str, host: dict[str, Any], started: datetime, params: dict[str, Any], results: Any
+) -> None:
+    """Write a benchmark's JSON document (benchmark, machine, date, parameters, results) and say where."""
+    document = {
+        "benchmark": benchmark,
+        "machine": host,
+        "date": started.isoformat(timespec="seconds"),
+        "parameters": params,
+        "results": results,
+    }
+    output.parent.mkdir(parents=True, exist_ok=True)
+    output.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
+    root = Path(__file__).resolve().parent.parent
+    shown = output.relative_to(root) if output.is_relative_to(root) else output
+    print(f"wrote {shown} ({results['duration_s']} s)")

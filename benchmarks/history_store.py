@@ -71,7 +71,7 @@ from backend.infrastructure.config.settings import Settings
 from backend.infrastructure.persistence.common import citations_to_json, dump_json
 from backend.infrastructure.persistence.postgres.conversation_store import PostgresConversationStore, describe_dsn
 from backend.infrastructure.persistence.sqlite.conversation_store import SqliteConversationStore
-from benchmarks.graph_probes import machine, percentile
+from benchmarks.graph_probes import machine, percentile, save_result
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "history_store.json"
@@ -500,17 +500,7 @@ def main() -> None:
     results = summarize(phases)
     results["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 1)
     print_table(results, params, host)
-    document = {
-        "benchmark": "history_store",
-        "machine": host,
-        "date": started.isoformat(timespec="seconds"),
-        "parameters": params,
-        "results": results,
-    }
-    args.output.parent.mkdir(parents=True, exist_ok=True)
-    args.output.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
-    shown = args.output.relative_to(ROOT) if args.output.is_relative_to(ROOT) else args.output
-    print(f"wrote {shown} ({results['duration_s']} s)")
+    save_result(args.output, "history_store", host, started, params, results)
 
 
 if __name__ == "__main__":
