@@ -102,8 +102,13 @@ def _build_embedder(settings: Settings) -> TextEmbedder:
             model=settings.embedding_model,
             dimension=settings.embedding_dimension,
             batch_size=settings.embedding_batch_size,
+            multilingual=settings.embedding_multilingual is not False,
         )
-    return MiniLMEmbedder.load(settings.embedding_model_dir, engine=settings.embedding_engine)
+    return MiniLMEmbedder.load(
+        settings.embedding_model_dir,
+        engine=settings.embedding_engine,
+        multilingual=settings.embedding_multilingual is True,
+    )
 
 
 def _build_chat_model(settings: Settings, stack: AsyncExitStack) -> ChatModel | None:

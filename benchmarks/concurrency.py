@@ -39,7 +39,8 @@ The pass-through's upstream client is httpx's default (at most 100 connections t
 openai SDK's (1000): with more than 100 streams the pass-through queues some model calls itself.
 
 Run:  python -m benchmarks.concurrency [--quick] [--streams 200 --waves 3 --tokens 64]
-Writes benchmarks/results/concurrency.json and prints a table. Exit status 0 even when a goal is missed or
+Writes benchmarks/results/concurrency.json (`--quick`:
+concurrency_quick.json) and prints a table. Exit status 0 even when a goal is missed or
 streams fail (the counts are in the table and the JSON). The machine is shared: compare ours with the
 pass-through of the same run only.
 """
@@ -84,6 +85,7 @@ from benchmarks.streaming_latency import (
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "concurrency.json"
+QUICK_RESULTS = RESULTS.with_name("concurrency_quick.json")  # a quick run never replaces the full figures
 DATABASE = "bench_concurrency"
 HISTORY_DB = "chat_history.db"  # backend.bootstrap.HISTORY_DB; not imported, that would load the whole app here
 GOAL_RATIO = 1.5
@@ -465,7 +467,7 @@ def main() -> None:
     parser.add_argument(
         "--pool-max", type=int, help=f"POSTGRES_POOL_MAX for ours (default: the product's, {POOL_MAX_DEFAULT})"
     )
-    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--output", type=Path, default=None, help="default: results/<name>.json (or _quick.json)")
     args = parser.parse_args()
     preset = QUICK if args.quick else FULL
     streams = int(args.streams or preset["streams"])
@@ -490,7 +492,9 @@ def main() -> None:
     results = summarize(measured)
     results["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 1)
     print_table(results, params, host)
-    save_result(args.output, "concurrency", host, started, params, results)
+    save_result(
+        args.output or (QUICK_RESULTS if args.quick else RESULTS), "concurrency", host, started, params, results
+    )
 
 
 if __name__ == "__main__":

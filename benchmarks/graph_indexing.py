@@ -3,9 +3,9 @@
 SPEC §8–9. Goals: index the corpus in < 3 min with < 1.5 GiB peak RSS; insert one document p95 < 2 s and
 delete one p95 < 1 s on that graph; retrieval p95 < 150 ms per agent (deep_research_agent < 500 ms).
 
-Corpus: /work/shared/datasets/2wiki (`corpus.json`, 6,119 passages; `questions_dev.json`, 51 questions with
-gold titles). `--passages N` takes the first N passages; `--quick` is the first 800, the corpus of the peer
-figures quoted in the issue (nano-graphrag, LightRAG, bm25s; kept in the JSON under "peers").
+Corpus: ../shared/datasets/2wiki (`corpus.json`, 6,119 passages; `questions_dev.json`, 51 questions with
+gold titles). `--passages N` takes the first N passages; `--quick` the first 200. The peers' figures quoted in
+the issue are on the first 800 (nano-graphrag, LightRAG, bm25s; kept in the JSON under "peers").
 
 Each store runs in its own worker process (this module with `--worker`), so peak RSS is per store. The worker
 gets an environment without any variable our Settings read, and Settings with GRAPH_STORE, DATA_DIR (a temp
@@ -108,12 +108,14 @@ from benchmarks.graph_probes import (
     spread_ms,
     status_kib,
 )
+from benchmarks.quality_data import DATASETS
 
 ROOT = Path(__file__).resolve().parent.parent
-DATASET = Path("/work/shared/datasets/2wiki")
+DATASET = DATASETS / "2wiki"
 RESULTS_DIR = ROOT / "benchmarks" / "results"
 KB_PREFIX = "bench_2wiki"
-QUICK_PASSAGES = 800
+QUICK_PASSAGES = 200  # --quick (with 5 writes, one round, the embedded store) fits the suite's 5-minute budget
+QUICK_WRITES = 5
 AGENTS = ("naive_rag_agent", "graph_agent", "hybrid_agent", "deep_research_agent", "fusion_agent")
 STORES = ("embedded", "neo4j")
 
@@ -723,15 +725,19 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--store", choices=(*STORES, "both"), default="both")
     parser.add_argument("--passages", type=int, default=None, help="the first N passages (default: all 6,119)")
-    parser.add_argument("--quick", action="store_true", help=f"the first {QUICK_PASSAGES} passages")
-    parser.add_argument("--writes", type=int, default=20, help="documents inserted and deleted one at a time")
-    parser.add_argument("--rounds", type=int, default=3, help="timed retrieval passes over the questions")
+    parser.add_argument(
+        "--quick", action="store_true", help=f"the first {QUICK_PASSAGES} passages, {QUICK_WRITES} writes, one round"
+    )
+    parser.add_argument("--writes", type=int, default=None, help="documents inserted and deleted one at a time (20)")
+    parser.add_argument("--rounds", type=int, default=None, help="timed retrieval passes over the questions (3)")
     parser.add_argument("--dataset", type=Path, default=DATASET)
     parser.add_argument("--output", type=Path, default=None)
     parser.add_argument("--worker", type=Path, default=None, help=argparse.SUPPRESS)  # internal: one store
     args = parser.parse_args()
     total = len(json.loads((args.dataset / "corpus.json").read_text(encoding="utf-8")))
     args.passages = min(total, args.passages or (QUICK_PASSAGES if args.quick else total))
+    args.writes = args.writes or (QUICK_WRITES if args.quick else 20)
+    args.rounds = args.rounds or (1 if args.quick else 3)
     if not 1 <= args.writes < args.passages or args.rounds < 1:
         parser.error("--writes must be at least 1 and below the passages, --rounds at least 1")
     if args.worker is not None:

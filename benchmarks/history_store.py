@@ -39,7 +39,8 @@ records whether the connections used TLS (pg_stat_ssl): asyncpg's default sslmod
 loopback too when the server offers it; `--dsn "$POSTGRES_TEST_DSN?sslmode=disable"` measures without.
 
 Run:  python -m benchmarks.history_store [--quick] [--sessions 1,8,32 --turns 480 --rounds 3]
-Writes benchmarks/results/history_store.json and prints a table. The machine is shared: compare figures of
+Writes benchmarks/results/history_store.json (`--quick`:
+history_store_quick.json) and prints a table. The machine is shared: compare figures of
 the same run only.
 """
 
@@ -75,6 +76,7 @@ from benchmarks.graph_probes import machine, percentile, save_result
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "history_store.json"
+QUICK_RESULTS = RESULTS.with_name("history_store_quick.json")  # a quick run never replaces the full figures
 DATABASE = "bench_history"
 OPS = ("upsert", "append", "list")
 HISTORY_LIMIT = int(Settings.model_fields["history_max_messages"].default) + 1  # as TurnService._history asks
@@ -472,7 +474,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, help=f"(default {FULL['rounds']})")
     parser.add_argument("--pool-max", type=int, default=POOL_MAX, help="Postgres pool size, both targets")
     parser.add_argument("--dsn", default=os.environ.get("POSTGRES_TEST_DSN"), help="default: $POSTGRES_TEST_DSN")
-    parser.add_argument("--output", type=Path, default=RESULTS)
+    parser.add_argument("--output", type=Path, default=None, help="default: results/<name>.json (or _quick.json)")
     args = parser.parse_args()
     preset = QUICK if args.quick else FULL
     sessions = [int(s) for s in str(args.sessions or preset["sessions"]).split(",")]
@@ -500,7 +502,9 @@ def main() -> None:
     results = summarize(phases)
     results["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 1)
     print_table(results, params, host)
-    save_result(args.output, "history_store", host, started, params, results)
+    save_result(
+        args.output or (QUICK_RESULTS if args.quick else RESULTS), "history_store", host, started, params, results
+    )
 
 
 if __name__ == "__main__":

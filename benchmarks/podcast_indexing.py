@@ -99,9 +99,10 @@ class Sizes:
 # --quick under 5. The full run of 2026-11-26, under load from other jobs (load average 4-5), took 16 min:
 # ours on 200 pieces 126 / 115 / 154 s per process (offline / 0 ms / 200 ms), nano-graphrag 22 s (100 pieces)
 # and 66 s (400 2wiki passages and the queries), LightRAG 60 s and 421 s (its indexing grows faster than
-# linearly: 48 s for 100 passages). Hence fewer podcast pieces for the peers than for ours; --quick: 3.6 min.
+# linearly: 48 s for 100 passages). Hence fewer podcast pieces for the peers than for ours. --quick is a smoke-sized
+# run (ours on 20 pieces, the peers on 5 pieces and 40 passages) so that the whole quick suite fits 5 minutes.
 FULL = Sizes(documents=200, peer_documents=100, peer_passages=400, timeout_s=600)
-QUICK = Sizes(documents=50, peer_documents=20, peer_passages=100, timeout_s=180)
+QUICK = Sizes(documents=20, peer_documents=5, peer_passages=40, timeout_s=120)
 
 
 # -- the corpus --------------------------------------------------------------------------------------------------

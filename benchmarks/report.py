@@ -202,8 +202,8 @@ def load_inputs(results: Path) -> Inputs:
         "graph_indexing": first_source(graph_indexing_candidates(results), notes),
         "streaming_latency": one("streaming_latency"),
         "llm_token_parse": one("llm_token_parse"),
-        "concurrency": one("concurrency"),
-        "history_store": one("history_store"),
+        "concurrency": one("concurrency", "concurrency_quick"),
+        "history_store": one("history_store", "history_store_quick"),
         "podcast_indexing": one("podcast_indexing", "podcast_indexing_quick"),
     }
     return inputs

@@ -2,8 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, replace
+from typing import TYPE_CHECKING, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from _typeshed import DataclassInstance
+
+    class _Scored(DataclassInstance, Protocol):
+        """A dataclass with a score (replaced, not mutated)."""
+
+        @property
+        def score(self) -> float: ...
+
+
+S = TypeVar("S", bound="_Scored")
+
 
 DEFAULT_K = 60
 
@@ -71,3 +85,47 @@ def _ranks_by_id(rankings: Sequence[Sequence[str]]) -> dict[str, tuple[int | Non
 
 def _score(ranks: tuple[int | None, ...], weights: Sequence[float], k: int) -> float:
     return sum(w / (k + rank) for rank, w in zip(ranks, weights, strict=True) if rank is not None)
+
+
+def spread_over_groups(ranked: Sequence[S], group_of: Callable[[S], str]) -> list[S]:
+    """`ranked` with each group's best item first, in rank order, then the groups' further items in rank order.
+
+    For chunks grouped by document: a second chunk of a document already in the list adds less than the
+    best chunk of another document, so the first places cover as many documents as the ranking offers.
+    A moved item's score is capped by the score of the item before it, so scores still descend.
+    """
+    seen: set[str] = set()
+    firsts: list[S] = []
+    repeats: list[S] = []
+    for item in ranked:
+        group = group_of(item)
+        (repeats if group in seen else firsts).append(item)
+        seen.add(group)
+    return _descending(firsts + repeats)
+
+
+def _descending(items: Sequence[S]) -> list[S]:
+    """Each item's score capped by the score of the item before it."""
+    capped: list[S] = []
+    for item in items:
+        if capped and item.score > capped[-1].score:
+            item = replace(item, score=capped[-1].score)
+        capped.append(item)
+    return capped
+
+
+def interleave(rankings: Sequence[Sequence[S]], key: Callable[[S], str]) -> list[S]:
+    """The rankings taken in turns (first places of each, then second places, ...), each item once.
+
+    For rankings of different questions about one request (a question and its clauses): each gets its best
+    items into the first places, which a fused score would give to whichever matched most.
+    Scores are capped as in `spread_over_groups`, so they descend.
+    """
+    taken: set[str] = set()
+    merged: list[S] = []
+    for place in range(max((len(r) for r in rankings), default=0)):
+        for ranking in rankings:
+            if place < len(ranking) and key(ranking[place]) not in taken:
+                taken.add(key(ranking[place]))
+                merged.append(ranking[place])
+    return _descending(merged)

@@ -109,6 +109,11 @@ class TextEmbedder(Protocol):
         """One row per text, shape (len(texts), dimension)."""
         ...
 
+    def covers(self, text: str) -> bool:
+        """Does the model embed the language of `text` meaningfully? Otherwise its vectors are noise,
+        and searches skip the vector side wherever a fulltext search covers the same ground."""
+        ...
+
 
 class AgentTrace(TypedDict):
     context: str

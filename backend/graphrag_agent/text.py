@@ -1,16 +1,22 @@
 """Language-aware text primitives shared by indexing, retrieval and answer composition.
 
-Latin text is split into lower-cased words; CJK text (which has no spaces) into single characters
-and character bigrams, so that Chinese questions match Chinese passages without a dictionary.
+Two tokenisations of the same text:
+
+- `index_terms`: lower-cased words; CJK text (which has no spaces) as single characters and character
+  bigrams. Cheap and independent of word segmentation, it is what the in-process overlap checks compare.
+- `fulltext_terms`: lower-cased words; CJK text as jieba words. The fulltext indexes (BM25) use these,
+  because BM25 weighs words: character n-grams give every common character of a Chinese question a vote.
 """
 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
+
+from backend.graphrag_agent.chinese import chinese_words
 
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
-_WORD_OR_CJK_RUN = re.compile(rf"[{_CJK}]+|[^\W_]+(?:['’][^\W_]+)*", re.UNICODE)
+_WORD_OR_CJK_RUN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:['’][^\W_{_CJK}]+)*", re.UNICODE)
 _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
 _BLOCK_START = re.compile(r"^\s*(?:#{1,6}\s|[-*+]\s|\d{1,3}[.)]\s)")
 _LIST_NUMBER = re.compile(r"\d{1,3}[.)]")
@@ -116,6 +122,15 @@ STOPWORDS: frozenset[str] = frozenset(
         "many",
     }
 )
+# Chinese function and question words: as unigrams and bigrams (`index_terms`) and as jieba words.
+_CHINESE_FUNCTION_WORDS = (
+    "的 了 是 在 和 与 及 或 被 把 从 对 为 以 于 之 其 这 那 有 也 都 吗 呢 吧 啊 哪 谁 几 "
+    "什么 怎么 怎样 如何 为什么 多少 哪个 哪些 哪里 哪儿 哪一 这个 那个 一个 时候 什么样 是否 "
+    "又 叫 能 给 我 你 他 她 它 我们 你们 他们 么 可以 由 还 就 会 要 将 所 等 已 已经 并 而 但 "
+    "除了 之外 一下 介绍 请问 请 具体 哪一年 哪年 哪位 哪种 多久 多大 多长 分别 主要"
+)
+_CHINESE_STOPWORDS = frozenset(_CHINESE_FUNCTION_WORDS.split())
+STOPWORDS = STOPWORDS | _CHINESE_STOPWORDS
 
 
 def is_cjk(token: str) -> bool:
@@ -128,16 +143,42 @@ def _cjk_terms(run: str) -> list[str]:
     return list(run) + [run[i : i + 2] for i in range(len(run) - 1)]
 
 
+def cjk_share(text: str) -> float:
+    """Share of CJK characters among the word characters of `text` (0 for text without any)."""
+    cjk = latin = 0
+    for match in _WORD_OR_CJK_RUN.finditer(text):
+        token = match.group(0)
+        if is_cjk(token):
+            cjk += len(token)
+        else:
+            latin += len(token)
+    return cjk / (cjk + latin) if cjk + latin else 0.0
+
+
 def index_terms(text: str) -> list[str]:
     """Every searchable term of `text`, in order (words lower-cased, CJK as unigrams and bigrams)."""
+    return _terms(text, _cjk_terms)
+
+
+def fulltext_terms(text: str) -> list[str]:
+    """The terms a fulltext index stores for `text`, in order (words lower-cased, CJK runs as jieba words)."""
+    return _terms(text, chinese_words)
+
+
+def _terms(text: str, cjk_run_terms: Callable[[str], Iterable[str]]) -> list[str]:
     terms: list[str] = []
     for match in _WORD_OR_CJK_RUN.finditer(text):
         token = match.group(0)
         if is_cjk(token):
-            terms.extend(_cjk_terms(token))
+            terms.extend(cjk_run_terms(token))
         else:
             terms.append(token.lower().replace("’", "'"))
     return terms
+
+
+def fulltext_query_terms(query: str) -> list[str]:
+    """A question's fulltext terms without stopwords and duplicates."""
+    return list(dict.fromkeys(term for term in fulltext_terms(query) if term not in STOPWORDS))
 
 
 def content_terms(text: str) -> list[str]:
@@ -199,9 +240,19 @@ def _rejoin_list_numbers(parts: list[str]) -> list[str]:
 
 
 def overlap_score(query_terms: Iterable[str], text: str) -> float:
-    """Fraction of the query's content terms that occur in `text` (0..1)."""
+    """How much of the query's terms `text` holds (0..1): a word counts when present; a CJK term by the share
+    of its character bigrams present, whatever the segmentation ("气候区" half-found in "气候" text)."""
     wanted = set(query_terms)
     if not wanted:
         return 0.0
-    present = wanted.intersection(index_terms(text))
-    return len(present) / len(wanted)
+    words = set(index_terms(text))
+    lowered = text.lower()
+    found = sum(_cjk_presence(term, lowered) if is_cjk(term) else float(term in words) for term in wanted)
+    return found / len(wanted)
+
+
+def _cjk_presence(term: str, text: str) -> float:
+    if term in text:
+        return 1.0
+    pieces = [term[i : i + 2] for i in range(len(term) - 1)] or [term]
+    return sum(piece in text for piece in pieces) / len(pieces)

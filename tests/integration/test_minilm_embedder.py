@@ -96,6 +96,13 @@ async def test_paraphrase_is_closer_than_an_unrelated_sentence(embedder: MiniLME
     assert cosine(anchor, paraphrase) > cosine(anchor, unrelated) + 0.3
 
 
+async def test_the_english_model_does_not_claim_chinese(embedder: MiniLMEmbedder) -> None:
+    # all-MiniLM-L6-v2 ranks Chinese passages near-randomly; the agents must not trust its vectors there.
+    assert embedder.covers("When was the orchard founded?")
+    assert not embedder.covers("北京大学是哪一年成立的？")
+    assert embedder.covers("北京 Peking University was founded in 1898 as the Imperial University")
+
+
 async def test_texts_longer_than_the_model_window_are_truncated(embedder: MiniLMEmbedder) -> None:
     long_text = "apples " * 2000
     vectors = await embedder.embed([long_text, long_text + "and pears at the very end"])
@@ -268,3 +275,16 @@ async def test_openai_embedder_unreachable_server_becomes_model_error() -> None:
             await embedder.embed(["x"])
     finally:
         await embedder.aclose()
+
+
+async def test_a_hosted_model_covers_every_language_unless_configured_otherwise(
+    embeddings_server: _EmbeddingsServer,
+) -> None:
+    multilingual, english_only = client_for(embeddings_server), client_for(embeddings_server, multilingual=False)
+    try:
+        assert multilingual.covers("北京大学是哪一年成立的？")
+        assert not english_only.covers("北京大学是哪一年成立的？")
+        assert english_only.covers("When was the orchard founded?")
+    finally:
+        await multilingual.aclose()
+        await english_only.aclose()

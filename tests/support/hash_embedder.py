@@ -23,6 +23,9 @@ class HashEmbedder:
     def dimension(self) -> int:
         return self._dimension
 
+    def covers(self, text: str) -> bool:
+        return True  # hashed terms work for any language
+
     async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         self.calls += 1
         self.texts += len(texts)

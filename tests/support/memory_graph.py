@@ -35,7 +35,7 @@ from backend.domain.graph import (
 )
 from backend.graphrag_agent import ids
 from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
-from backend.graphrag_agent.text import content_terms, index_terms, split_sentences
+from backend.graphrag_agent.text import content_terms, fulltext_query_terms, fulltext_terms, split_sentences
 from backend.infrastructure.graph_store.merge import merge_entity, merge_relation, relation_key
 
 _MAX_QUERY_TERMS = 32
@@ -56,6 +56,9 @@ class TermEmbedder:
     @property
     def dimension(self) -> int:
         return self._dimension
+
+    def covers(self, text: str) -> bool:
+        return True  # hashed terms work for any language
 
     async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         self.calls += 1
@@ -316,7 +319,7 @@ def _hit(chunk: _Chunk, score: float) -> ChunkHit:
 
 def _fts_tokens(text: str) -> list[str]:
     """What FTS5's unicode61 tokenizer makes of the stored index terms (apostrophes split words)."""
-    return re.findall(r"[^\W_]+", " ".join(index_terms(text)))
+    return re.findall(r"[^\W_]+", " ".join(fulltext_terms(text)))
 
 
 def _bm25(query: str, documents: Mapping[str, Counter[str]]) -> dict[str, float]:
@@ -324,7 +327,7 @@ def _bm25(query: str, documents: Mapping[str, Counter[str]]) -> dict[str, float]
 
     A query term the tokenizer splits ("ii's") must have all its parts in the document.
     """
-    terms = [tuple(_fts_tokens(term)) for term in content_terms(query)[:_MAX_QUERY_TERMS]]
+    terms = [tuple(_fts_tokens(term)) for term in fulltext_query_terms(query)[:_MAX_QUERY_TERMS]]
     terms = [term for term in terms if term]
     if not documents or not terms:
         return {}

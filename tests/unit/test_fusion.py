@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from backend.graphrag_agent.fusion import FusedItem, reciprocal_rank_fusion
+from backend.graphrag_agent.fusion import FusedItem, interleave, reciprocal_rank_fusion, spread_over_groups
 
 
 def test_single_list_keeps_its_order_and_the_top_scores_one() -> None:
@@ -89,3 +89,27 @@ def test_scores_stay_in_unit_interval_and_sorted() -> None:
         assert all(0.0 <= s <= 1.0 for s in scores)
         assert scores == sorted(scores, reverse=True)
         assert len(fused) == len({i for r in rankings for i in r})
+
+
+# --- spreading over documents and interleaving rankings ----------------------------------------------
+
+
+def _item(item_id: str, score: float) -> FusedItem:
+    return FusedItem(item_id, score, (1,))
+
+
+def test_spread_puts_each_documents_best_item_first_and_keeps_scores_descending() -> None:
+    ranked = [_item("a1", 1.0), _item("a2", 0.9), _item("b1", 0.5), _item("a3", 0.4), _item("c1", 0.3)]
+    spread = spread_over_groups(ranked, lambda item: item.item_id[0])
+    assert [item.item_id for item in spread] == ["a1", "b1", "c1", "a2", "a3"]
+    assert [item.score for item in spread] == [1.0, 0.5, 0.3, 0.3, 0.3]
+
+
+def test_interleave_gives_every_ranking_its_first_places_once() -> None:
+    whole = [_item("x", 1.0), _item("y", 0.8), _item("z", 0.6)]
+    clause = [_item("y", 1.0), _item("w", 0.9)]
+    merged = interleave([whole, clause], key=lambda item: item.item_id)
+    assert [item.item_id for item in merged] == ["x", "y", "w", "z"]
+    scores = [item.score for item in merged]
+    assert scores == sorted(scores, reverse=True)
+    assert interleave([], key=lambda item: item.item_id) == []

@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from backend.domain.errors import ModelError, StoreUnavailable
+from backend.domain.graph import EntityRecord
 from backend.graphrag_agent import ids
 from backend.graphrag_agent.agents import (
     DeepResearchAgent,
@@ -19,7 +20,9 @@ from backend.graphrag_agent.agents import (
     NaiveRagAgent,
     ResearchSettings,
 )
+from backend.graphrag_agent.agents.chunk_search import ChunkCandidate, ChunkRankings
 from backend.graphrag_agent.agents.graph_agent import is_broad_question
+from backend.graphrag_agent.agents.local_search import SPECIFIC_MENTIONS, Expansion, WeightedEntity, seed_confidence
 from backend.graphrag_agent.keywords import (
     Keywords,
     LlmKeywordExtractor,
@@ -29,7 +32,8 @@ from backend.graphrag_agent.keywords import (
 )
 from backend.graphrag_agent.model import PromptMessage, parse_json_object
 from backend.graphrag_agent.pagerank import personalised_pagerank
-from backend.graphrag_agent.ports import AgentTrace, RetrievalAgent
+from backend.graphrag_agent.ports import AgentTrace, ChunkHit, RetrievalAgent
+from backend.graphrag_agent.text import cjk_share
 from tests.support.memory_graph import CommunitySpec, MemoryGraph, Passage, TermEmbedder, memory_graph
 
 KB = "royals"
@@ -552,3 +556,107 @@ def test_pagerank_redistributes_dangling_mass_by_the_restart() -> None:
     assert np.all(personalised_pagerank(3, {}, {}) == 0)
     with pytest.raises(ValueError, match="damping"):
         personalised_pagerank(2, {}, {0: 1.0}, damping=1.0)
+
+
+# --- questions about two events in time ----------------------------------------------------------
+
+CHAT_SESSIONS = [
+    Passage("Session 1", "Jennifer: I post the yoga class timetable today.", ("Jennifer",)),
+    Passage("Session 2", "Li Hua: What are the swimming pool opening hours this weekend?", ("Li Hua",)),
+    Passage("Session 3", "Jennifer: I post the pool hours. Li Hua asked about the class.", ()),
+    Passage("Session 4", "Li Hua asked Jennifer to post the swimming timetable.", ()),
+    Passage("Session 5", "Jennifer asked Li Hua about the yoga pool opening.", ()),
+    Passage("Session 6", "Li Hua: Jennifer, post the opening hours of the class.", ()),
+]
+TWO_EVENTS = "Did Jennifer post the yoga class timetable before Li Hua asked about the swimming pool opening hours?"
+
+
+@pytest.mark.parametrize("agent_type", ["naive_rag_agent", "graph_agent", "hybrid_agent"])
+async def test_a_question_about_two_events_finds_both_sessions(
+    agent_type: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    graph = await memory_graph(KB, CHAT_SESSIONS, TermEmbedder())
+
+    async def top_three() -> set[str]:
+        agent = (
+            NaiveRagAgent(KB, graph, TermEmbedder(), top_k=4)
+            if agent_type == "naive_rag_agent"
+            else make_agent(agent_type, graph)
+        )
+        return set(chunk_titles(await agent.retrieve_with_trace(TWO_EVENTS, "t"))[:3])
+
+    assert {"Session 1", "Session 2"} <= await top_three()
+    if agent_type == "naive_rag_agent":
+        # The whole question alone ranks first the sessions that touch both events: the clauses find both.
+        # (The graph agents also reach Session 1 through the entity Jennifer.)
+        monkeypatch.setattr("backend.graphrag_agent.agents.naive_rag_agent.question_clauses", lambda _query: [])
+        assert not {"Session 1", "Session 2"} <= await top_three()
+
+
+# --- languages the embedding model does not cover ----------------------------------------------------
+
+
+class EnglishOnlyEmbedder(TermEmbedder):
+    def covers(self, text: str) -> bool:
+        return cjk_share(text) < 0.5
+
+
+@pytest.mark.parametrize("agent_type", ["naive_rag_agent", "graph_agent", "hybrid_agent"])
+async def test_a_chinese_question_skips_the_vector_searches_of_an_english_only_model(agent_type: str) -> None:
+    passages = [
+        Passage("北京大学", "北京大学成立于1898年，是中国第一所国立综合性大学。", ()),
+        Passage("清华大学", "清华大学位于北京西北郊，前身是清华学堂。", ()),
+    ]
+    embedder = EnglishOnlyEmbedder()
+    graph = await memory_graph(KB, passages, TermEmbedder())
+    agent: RetrievalAgent = (
+        NaiveRagAgent(KB, graph, embedder, top_k=4)
+        if agent_type == "naive_rag_agent"
+        else GraphAgent(KB, graph, embedder, top_k=4)
+        if agent_type == "graph_agent"
+        else HybridAgent(KB, graph, embedder, top_k=4)
+    )
+    trace = await agent.retrieve_with_trace("北京大学是哪一年成立的？", "t")
+    assert chunk_titles(trace)[0] == "北京大学"
+    searched = {method for method, _ in graph.calls}
+    assert "search_chunks_fulltext" in searched
+    assert not searched & {"search_chunks_vector", "search_entities_vector"}
+    graph.calls.clear()
+    await agent.retrieve_with_trace("When was Peking University founded?", "t")
+    assert "search_chunks_vector" in {method for method, _ in graph.calls}  # English: vectors as usual
+
+
+# --- how much each ranking may say -----------------------------------------------------------------
+
+
+def _expansion_with_seed_mentions(*counts: int) -> Expansion:
+    seeds = [
+        WeightedEntity(f"e{n}", 1.0, True, EntityRecord(f"e{n}", f"Entity {n}", "person", "", count))
+        for n, count in enumerate(counts)
+    ]
+    return Expansion(entities=tuple(seeds))
+
+
+def test_seed_confidence_drops_only_when_even_the_most_specific_seed_is_a_hub() -> None:
+    assert seed_confidence(Expansion()) == 1.0
+    assert seed_confidence(_expansion_with_seed_mentions(1, 900)) == 1.0
+    assert seed_confidence(_expansion_with_seed_mentions(SPECIFIC_MENTIONS)) == 1.0
+    hub, bigger_hub = (
+        seed_confidence(_expansion_with_seed_mentions(40)),
+        seed_confidence(_expansion_with_seed_mentions(900)),
+    )
+    assert 0 < bigger_hub < hub < 1.0
+
+
+def _candidate(chunk_id: str, overlap: float) -> ChunkCandidate:
+    return ChunkCandidate(ChunkHit(chunk_id, "d", "t", "text", 0, 1.0), None, 1.0, overlap)
+
+
+def test_fulltext_weighs_more_the_more_of_the_question_its_best_hits_hold() -> None:
+    vector = (_candidate("v", 0.0),)
+    full_cover = ChunkRankings((_candidate("a", 1.0),), vector).weights()
+    half_cover = ChunkRankings((_candidate("b", 0.2), _candidate("a", 0.5)), vector).weights()
+    assert full_cover == (1.0, 0.0)
+    assert half_cover[0] > half_cover[1] > 0 and sum(half_cover) == pytest.approx(1.0)
+    assert ChunkRankings((), vector).weights() == (0.0, 1.0)
+    assert ChunkRankings((_candidate("a", 0.4),), ()).weights() == (1.0, 0.0)

@@ -1,4 +1,14 @@
-from backend.graphrag_agent.text import content_terms, estimate_tokens, index_terms, split_sentences
+from backend.graphrag_agent.clauses import question_clauses
+from backend.graphrag_agent.text import (
+    cjk_share,
+    content_terms,
+    estimate_tokens,
+    fulltext_query_terms,
+    fulltext_terms,
+    index_terms,
+    overlap_score,
+    split_sentences,
+)
 
 
 def test_index_terms_lowercase_words_and_cjk_unigrams_and_bigrams() -> None:
@@ -45,3 +55,36 @@ def test_initials_and_titles_do_not_end_a_sentence_but_a_numeral_does() -> None:
         "He was the son of Lothair I.",
         "He died in 869.",
     ]
+
+
+def test_fulltext_terms_segment_chinese_into_words_and_queries_drop_question_words() -> None:
+    assert fulltext_terms("北京大学 Founded") == ["北京大学", "founded"]
+    assert fulltext_query_terms("北京大学是什么时候成立的？") == ["北京大学", "成立"]
+    assert fulltext_query_terms("When was the orchard founded?") == ["orchard", "founded"]
+
+
+def test_latin_words_and_digits_do_not_swallow_the_chinese_after_them() -> None:
+    assert fulltext_terms("1990年成立") == ["1990", "年", "成立"]
+    assert index_terms("ABC公司") == ["abc", "公", "司", "公司"]
+
+
+def test_cjk_share_counts_chinese_characters_among_word_characters() -> None:
+    assert cjk_share("") == 0.0
+    assert cjk_share("plain English") == 0.0
+    assert cjk_share("北京大学") == 1.0
+    assert 0.3 < cjk_share("北京大学 Peking") < 0.5
+
+
+def test_overlap_finds_chinese_terms_as_substrings_whatever_their_segmentation() -> None:
+    assert overlap_score(["北京大学", "成立"], "北京大学成立于1898年") == 1.0
+    assert overlap_score(["orchard", "founded"], "The orchard was planted") == 0.5
+
+
+def test_a_question_about_two_events_in_time_splits_into_its_clauses() -> None:
+    question = "Did Jennifer announce the yoga schedule before Li Hua asked about the swimming pool hours?"
+    assert question_clauses(question) == [
+        "Did Jennifer announce the yoga schedule",
+        "Li Hua asked about the swimming pool hours",
+    ]
+    assert question_clauses("When did the director of Wrong Turn die?") == []
+    assert question_clauses("Did Lothair die before his brother?") == []  # one side says too little

@@ -11,12 +11,14 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from backend.graphrag_agent.ports import ChunkHit, ChunkIndex, Vector
-from backend.graphrag_agent.text import content_terms, overlap_score
+from backend.graphrag_agent.text import fulltext_query_terms, overlap_score
 
 # Calibrated with all-MiniLM-L6-v2 on the sample KB: answers score about 0.35–0.7 against their
 # question, unrelated chunks below about 0.2.
 DEFAULT_MIN_SIMILARITY = 0.3
-DEFAULT_MIN_TERM_OVERLAP = 0.5
+DEFAULT_MIN_TERM_OVERLAP = 0.3
+# How many of the best fulltext hits say how well the question's words are covered.
+_COVERAGE_DEPTH = 3
 
 
 @dataclass(frozen=True, slots=True)
@@ -48,6 +50,18 @@ class ChunkRankings:
     def id_lists(self) -> list[list[str]]:
         return [[c.hit.chunk_id for c in self.fulltext], [c.hit.chunk_id for c in self.vector]]
 
+    def weights(self) -> tuple[float, float]:
+        """(fulltext, vector) weights for fusing the two rankings, summing to 1.
+
+        The fulltext ranking counts for more the more of the question's terms its best hits hold: a question
+        whose words stand together in a passage is answered there, and a vector ranking beside it mostly adds
+        look-alikes. A question worded unlike the passages leans on the vector ranking.
+        """
+        if not self.fulltext or not self.vector:
+            return (0.0, 1.0) if self.vector else (1.0, 0.0)
+        coverage = max(c.term_overlap for c in self.fulltext[:_COVERAGE_DEPTH])
+        return 2 * coverage / (1 + coverage), (1 - coverage) / (1 + coverage)
+
 
 class ChunkSearch:
     """Both chunk searches of one KB, and the rule that admits their hits as evidence."""
@@ -77,7 +91,7 @@ class ChunkSearch:
         return await self._index.search_chunks_vector(self._kb, embedding, self._candidates)
 
     def admit(self, query: str, fulltext_hits: Sequence[ChunkHit], vector_hits: Sequence[ChunkHit]) -> ChunkRankings:
-        terms = content_terms(query)
+        terms = fulltext_query_terms(query)
         cosines = {hit.chunk_id: hit.score for hit in vector_hits}
         bm25 = {hit.chunk_id: hit.score for hit in fulltext_hits}
 

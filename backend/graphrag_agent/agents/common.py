@@ -49,6 +49,11 @@ async def concurrently(*awaitables: Awaitable[Any]) -> tuple[Any, ...]:
     return tuple(await all_of(awaitables))
 
 
+async def nothing() -> list[Any]:
+    """An empty search result, where a search is skipped but its place in `concurrently` stays."""
+    return []
+
+
 async def all_of(awaitables: Iterable[Awaitable[T]]) -> list[T]:
     """`concurrently` for any number of awaitables of one type, results in their order."""
     tasks = [asyncio.ensure_future(awaitable) for awaitable in awaitables]

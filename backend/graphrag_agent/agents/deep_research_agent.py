@@ -35,9 +35,10 @@ from backend.graphrag_agent.agents.local_search import (
     Seed,
     name_match,
     query_term_set,
+    seed_confidence,
     specificity,
 )
-from backend.graphrag_agent.fusion import reciprocal_rank_fusion
+from backend.graphrag_agent.fusion import reciprocal_rank_fusion, spread_over_groups
 from backend.graphrag_agent.ids import normalise_entity_name
 from backend.graphrag_agent.model import MODEL_FAILURES, CompletionModel, PromptMessage, parse_json_object, string_list
 from backend.graphrag_agent.pagerank import personalised_pagerank
@@ -273,7 +274,7 @@ class DeepResearchAgent:
             if not frontier or not await self._follow(walk, frontier, step):
                 break
             walked = await self._rank(walk)
-            fused = _merged(ranked, walked)
+            fused = _merged(ranked, walked, seed_confidence(expansion))
             known = {c.hit.chunk_id for c in top}
             pagerank = {c.hit.chunk_id: c.score for c in walked}
             gained = [
@@ -431,9 +432,10 @@ def _decision_prompt(query: str, asked: Sequence[str], rankings: Sequence[Sequen
     return "\n".join(lines)
 
 
-def _merged(first: Sequence[RankedChunk], walked: Sequence[RankedChunk]) -> list[RankedChunk]:
-    """Step 1's ranking and the walk's fused (RRF): the walk's chunks carry the step-1 metadata too."""
-    return _fused([walked, first], weights=(1.0, 1.0))
+def _merged(first: Sequence[RankedChunk], walked: Sequence[RankedChunk], confidence: float) -> list[RankedChunk]:
+    """Step 1's ranking and the walk's fused (RRF): the walk's chunks carry the step-1 metadata too.
+    A walk from hub seeds wanders over half the KB, so it weighs as much as the seeds are specific."""
+    return _fused([walked, first], weights=(confidence, 1.0))
 
 
 def _fused(rankings: Sequence[Sequence[RankedChunk]], weights: Sequence[float] | None = None) -> list[RankedChunk]:
@@ -443,4 +445,5 @@ def _fused(rankings: Sequence[Sequence[RankedChunk]], weights: Sequence[float] |
         for chunk in ranked:
             chunks.setdefault(chunk.hit.chunk_id, chunk)
     fused = reciprocal_rank_fusion([[c.hit.chunk_id for c in ranked] for ranked in rankings], weights=weights)
-    return [RankedChunk(chunks[f.item_id].hit, f.score, chunks[f.item_id].metadata) for f in fused]
+    ranked = [RankedChunk(chunks[f.item_id].hit, f.score, chunks[f.item_id].metadata) for f in fused]
+    return spread_over_groups(ranked, lambda c: c.hit.doc_id)

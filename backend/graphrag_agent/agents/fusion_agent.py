@@ -17,7 +17,7 @@ from typing import Any
 from backend.domain.agent_types import AgentType
 from backend.domain.retrieval import Granularity, RetrievalResult
 from backend.graphrag_agent.agents.common import all_of, build_context, log_retrieval, merge_references, unit
-from backend.graphrag_agent.fusion import reciprocal_rank_fusion
+from backend.graphrag_agent.fusion import reciprocal_rank_fusion, spread_over_groups
 from backend.graphrag_agent.ports import AgentTrace, RetrievalAgent
 
 logger = logging.getLogger(__name__)
@@ -78,10 +78,12 @@ class FusionAgent:
             for raw in wanted:
                 first_seen.setdefault(str(raw["result_id"]), raw)
         names = [agent_type for agent_type, _ in traces]
-        return [
+        fused = [
             self._result(first_seen[item.item_id], item.score, names, item.ranks)
             for item in reciprocal_rank_fusion(lists)
         ]
+        # Chunks are spread over documents as each agent spreads its own; other evidence has no document order.
+        return spread_over_groups(fused, _document_of) if granularity is Granularity.CHUNK else fused
 
     def _result(
         self, raw: dict[str, Any], score: float, names: Sequence[str], ranks: tuple[int | None, ...]
@@ -93,6 +95,10 @@ class FusionAgent:
             "fusion_ranks": found,
         }
         return RetrievalResult.from_dict({**raw, "score": unit(score), "metadata": metadata})
+
+
+def _document_of(result: RetrievalResult) -> str:
+    return result.source.doc_id
 
 
 async def _attempt(agent: RetrievalAgent, query: str, thread_id: str) -> AgentTrace | Exception:

@@ -27,7 +27,7 @@ from backend.domain.graph import CommunityRecord
 from backend.domain.retrieval import RetrievalResult
 from backend.graphrag_agent.agents.bridges import BridgeFinder
 from backend.graphrag_agent.agents.chunk_search import ChunkCandidate, ChunkRankings, ChunkSearch
-from backend.graphrag_agent.agents.common import build_trace, concurrently, log_retrieval
+from backend.graphrag_agent.agents.common import all_of, build_trace, concurrently, log_retrieval, nothing
 from backend.graphrag_agent.agents.local_search import (
     EntityLinker,
     EvidenceAssembler,
@@ -36,8 +36,10 @@ from backend.graphrag_agent.agents.local_search import (
     GraphSearchSettings,
     RankedChunk,
     Seed,
+    seed_confidence,
 )
-from backend.graphrag_agent.fusion import reciprocal_rank_fusion
+from backend.graphrag_agent.clauses import question_clauses
+from backend.graphrag_agent.fusion import interleave, reciprocal_rank_fusion, spread_over_groups
 from backend.graphrag_agent.ports import (
     AgentTrace,
     ChunkHit,
@@ -123,10 +125,12 @@ class GraphSearch:
         self, query: str, with_communities: bool
     ) -> tuple[Vector, list[ChunkHit], list[EntityHit], list[CommunityHit]]:
         embedding = (await self._embedder.embed([query]))[0]
+        # A vector of a language the model does not cover is noise; fulltext covers chunks and entities alone.
+        covered = self._embedder.covers(query)
         chunk_hits, entity_hits, community_hits = await concurrently(
-            self.chunk_search.vector(embedding),
-            self.linker.by_vector(embedding),
-            self.search_communities(embedding) if with_communities else _nothing(),
+            self.chunk_search.vector(embedding) if covered else nothing(),
+            self.linker.by_vector(embedding) if covered else nothing(),
+            self.search_communities(embedding) if with_communities else nothing(),
         )
         return embedding, chunk_hits, entity_hits, community_hits
 
@@ -138,7 +142,25 @@ class GraphSearch:
         expansion, bridges = await concurrently(
             self.expander.expand(query, probe.seeds), self.bridges.ranking(query, probe.seeds)
         )
-        return self.fuse(probe.chunks, expansion, bridges=bridges), expansion
+        return await self.with_clauses(query, self.fuse(probe.chunks, expansion, bridges=bridges)), expansion
+
+    async def with_clauses(self, query: str, ranked: list[RankedChunk]) -> list[RankedChunk]:
+        """For a question about two events in time, `ranked` interleaved with each clause's plain ranking
+        (see clauses.py); any other question's `ranked` as it is."""
+        clauses = question_clauses(query)
+        if not clauses:
+            return ranked
+        per_clause = await all_of(self._plain_ranking(clause) for clause in clauses)
+        return spread_over_groups(interleave([ranked, *per_clause], key=_chunk_id), _document_of)
+
+    async def _plain_ranking(self, text: str) -> list[RankedChunk]:
+        async def vector_hits() -> list[ChunkHit]:
+            if not self._embedder.covers(text):
+                return []
+            return await self.chunk_search.vector((await self._embedder.embed([text]))[0])
+
+        fulltext, vector = await concurrently(self.chunk_search.fulltext(text), vector_hits())
+        return self.plain_chunks(self.chunk_search.admit(text, fulltext, vector))
 
     def fuse(
         self,
@@ -147,17 +169,25 @@ class GraphSearch:
         themes: Sequence[ChunkCandidate] = (),
         bridges: Sequence[ChunkHit] = (),
     ) -> list[RankedChunk]:
-        """The graph ranking fused with the plain searches (and theme search and bridges, if any) by RRF."""
+        """The graph ranking fused with the plain searches (and theme search and bridges, if any) by RRF,
+        then spread over documents (each document's best chunk first)."""
         candidates = chunks.by_id()
         graph = {c.hit.chunk_id: c for c in expansion.chunks}
         hits = {c.hit.chunk_id: c.hit for c in expansion.chunks}
         hits |= {c.hit.chunk_id: c.hit for c in (*themes, *candidates.values())}
         hits |= {hit.chunk_id: hit for hit in bridges}
         fulltext, vector = chunks.id_lists()
-        # The graph ranking weighs as much as the text searches together, which often agree with each other.
-        rankings = [("graph", expansion.chunk_ids(), 1.0), ("fulltext", fulltext, 0.5), ("vector", vector, 0.5)]
+        # The graph ranking weighs as much as the text searches together, which often agree with each other,
+        # unless its seeds are hubs; so do the bridges, which start from the seeds' documents.
+        confidence = seed_confidence(expansion)
+        fulltext_weight, vector_weight = chunks.weights()
+        rankings = [
+            ("graph", expansion.chunk_ids(), confidence),
+            ("fulltext", fulltext, fulltext_weight),
+            ("vector", vector, vector_weight),
+        ]
         rankings += [("theme", [c.hit.chunk_id for c in themes], 0.5)] if themes else []
-        rankings += [("bridge", [hit.chunk_id for hit in bridges], BRIDGE_WEIGHT)] if bridges else []
+        rankings += [("bridge", [hit.chunk_id for hit in bridges], BRIDGE_WEIGHT * confidence)] if bridges else []
         present = [ranking for ranking in rankings if ranking[1]]  # scores relative to the lists that found something
         fused = reciprocal_rank_fusion([ids for _, ids, _ in present], weights=[w for _, _, w in present])
         ranked = []
@@ -169,7 +199,7 @@ class GraphSearch:
             if item.item_id in candidates:
                 metadata |= candidates[item.item_id].trace_metadata()
             ranked.append(RankedChunk(hits[item.item_id], item.score, metadata))
-        return ranked
+        return spread_over_groups(ranked, _document_of)
 
     def plain_chunks(self, chunks: ChunkRankings) -> list[RankedChunk]:
         """The plain searches alone, fused (what naive_rag_agent would return)."""
@@ -217,8 +247,12 @@ def overview_ranking(hits: list[CommunityHit]) -> list[tuple[CommunityRecord, fl
     return [(records[item.item_id], item.score) for item in fused]
 
 
-async def _nothing() -> list[CommunityHit]:
-    return []
+def _document_of(chunk: RankedChunk) -> str:
+    return chunk.hit.doc_id
+
+
+def _chunk_id(chunk: RankedChunk) -> str:
+    return chunk.hit.chunk_id
 
 
 class GraphAgent:

@@ -18,7 +18,7 @@ from backend.domain.agent_types import AgentType
 from backend.domain.graph import CommunityRecord
 from backend.domain.retrieval import RetrievalResult
 from backend.graphrag_agent.agents.chunk_search import ChunkCandidate, ChunkRankings
-from backend.graphrag_agent.agents.common import build_trace, concurrently, log_retrieval
+from backend.graphrag_agent.agents.common import build_trace, concurrently, log_retrieval, nothing
 from backend.graphrag_agent.agents.graph_agent import (
     GraphSearch,
     is_broad_question,
@@ -105,9 +105,9 @@ class HybridAgent:
         query_vector, low_vector, high_vector = await self._embed(query, low_text, high_text)
         question_text, question_vector, (name_hits, entity_hits), (theme_hits, communities) = await concurrently(
             self._search.chunk_search.fulltext(query),
-            self._search.chunk_search.vector(query_vector),
+            self._search.chunk_search.vector(query_vector) if self._embedder.covers(query) else nothing(),
             self._low_level(low_text, low_vector),
-            self._high_level(high_vector),
+            self._high_level(high_text, high_vector),
         )
         seeds = self._search.linker.link(low_text, name_hits, entity_hits)
         expansion, bridges = await concurrently(
@@ -131,15 +131,18 @@ class HybridAgent:
     async def _low_level(self, text: str, vector: Vector | None) -> tuple[list[EntityHit], list[EntityHit]]:
         if not text or vector is None:
             return [], []
-        return await concurrently(self._search.linker.by_name(text), self._search.linker.by_vector(vector))
+        by_vector = self._search.linker.by_vector(vector) if self._embedder.covers(text) else nothing()
+        return await concurrently(self._search.linker.by_name(text), by_vector)
 
-    async def _high_level(self, vector: Vector | None) -> tuple[list[ChunkHit], list[CommunityHit]]:
+    async def _high_level(self, text: str, vector: Vector | None) -> tuple[list[ChunkHit], list[CommunityHit]]:
         if vector is None:
             return [], []
-        return await concurrently(self._search.chunk_search.vector(vector), self._search.search_communities(vector))
+        passages = self._search.chunk_search.vector(vector) if self._embedder.covers(text) else nothing()
+        return await concurrently(passages, self._search.search_communities(vector))
 
     async def _results(self, query: str, found: _Found) -> list[RetrievalResult]:
-        chunks = self._search.fuse(found.question, found.expansion, found.themes, found.bridges)[: self._search.top_k]
+        fused = self._search.fuse(found.question, found.expansion, found.themes, found.bridges)
+        chunks = (await self._search.with_clauses(query, fused))[: self._search.top_k]
         assembler = self._search.assembler
         entities, relations = await assembler.entities_and_relations(chunks, found.expansion)
         communities = self._communities(query, found.seeds, found.expansion, found.communities)

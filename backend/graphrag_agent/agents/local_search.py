@@ -243,7 +243,7 @@ class GraphExpander:
         scored, reach = self._neighbourhood(query, seeds, relations)
         records = {r.entity_id: r for r in await self._reader.get_entities(self._kb, list(reach))}
         neighbours = self._specific(reach, records)
-        weights = {seed.entity.entity_id: seed.weight for seed in seeds} | neighbours
+        weights = _seed_weights(seeds) | neighbours
         hits, mentions = await self._chunks_around(list(weights))
         names = {seed.entity.entity_id: seed.entity for seed in seeds} | records
         entities = _weighted_entities(seeds, neighbours, names)
@@ -292,6 +292,26 @@ class GraphExpander:
         # Twice as many as kept, so that hubs can be discounted without leaving the neighbourhood empty.
         best = sorted(neighbours.items(), key=lambda item: (-item[1], item[0]))[: 2 * self._settings.max_neighbours]
         return scored, dict(best)
+
+
+def _seed_weights(seeds: Sequence[Seed]) -> dict[str, float]:
+    """Seed weights for ranking chunks, hubs discounted against the question's most specific seed: in a chat
+    log the speaker named in a question is mentioned in every session and says nothing about which one."""
+    most_specific = max(specificity(seed.entity.mention_count) for seed in seeds)
+    return {s.entity.entity_id: s.weight * specificity(s.entity.mention_count) / most_specific for s in seeds}
+
+
+# An entity mentioned in at most this many chunks is specific: a question naming it points at a few passages.
+SPECIFIC_MENTIONS = 3
+
+
+def seed_confidence(expansion: Expansion) -> float:
+    """How much a ranking grown from the seeds can say, in (0, 1]: 1 when the most specific seed is specific,
+    less when even it is a hub (a chat log's speakers, "2026"), whose neighbourhood is half the KB."""
+    counts = [e.record.mention_count for e in expansion.entities if e.is_seed and e.record is not None]
+    if not counts:
+        return 1.0
+    return min(1.0, specificity(min(counts)) / specificity(SPECIFIC_MENTIONS))
 
 
 def specificity(mention_count: int) -> float:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 import time
+from collections.abc import Sequence
 
 from backend.domain.agent_types import AgentType
 from backend.domain.retrieval import RetrievalResult
@@ -18,8 +19,9 @@ from backend.graphrag_agent.agents.chunk_search import (
     ChunkRankings,
     ChunkSearch,
 )
-from backend.graphrag_agent.agents.common import build_trace, chunk_result, concurrently, log_retrieval
-from backend.graphrag_agent.fusion import FusedItem, reciprocal_rank_fusion
+from backend.graphrag_agent.agents.common import all_of, build_trace, chunk_result, concurrently, log_retrieval
+from backend.graphrag_agent.clauses import question_clauses
+from backend.graphrag_agent.fusion import FusedItem, interleave, reciprocal_rank_fusion, spread_over_groups
 from backend.graphrag_agent.ports import AgentTrace, ChunkHit, ChunkIndex, TextEmbedder
 
 logger = logging.getLogger(__name__)
@@ -61,8 +63,10 @@ class NaiveRagAgent:
         started = time.perf_counter()
         if not query.strip():
             return build_trace([])
-        fulltext_hits, vector_hits = await concurrently(self._search.fulltext(query), self._vector_search(query))
-        results = self._fuse(self._search.admit(query, fulltext_hits, vector_hits))
+        # A question about two events in time: each clause is searched too (see clauses.py).
+        clauses = question_clauses(query)
+        rankings = await all_of(self._rankings(text) for text in [query, *clauses])
+        results = self._fuse(rankings)
         log_retrieval(
             logger,
             self.agent_type,
@@ -70,18 +74,30 @@ class NaiveRagAgent:
             thread_id,
             started,
             len(results),
-            fulltext=len(fulltext_hits),
-            vector=len(vector_hits),
+            fulltext=len(rankings[0].fulltext),
+            vector=len(rankings[0].vector),
+            clauses=len(clauses),
         )
         return build_trace(results)
 
+    async def _rankings(self, text: str) -> ChunkRankings:
+        fulltext_hits, vector_hits = await concurrently(self._search.fulltext(text), self._vector_search(text))
+        return self._search.admit(text, fulltext_hits, vector_hits)
+
     async def _vector_search(self, query: str) -> list[ChunkHit]:
+        if not self._embedder.covers(query):
+            return []  # the model's vector of this language would be noise
         embedding = (await self._embedder.embed([query]))[0]
         return await self._search.vector(embedding)
 
-    def _fuse(self, rankings: ChunkRankings) -> list[RetrievalResult]:
-        by_id = rankings.by_id()
-        fused = reciprocal_rank_fusion(rankings.id_lists())
+    def _fuse(self, rankings: Sequence[ChunkRankings]) -> list[RetrievalResult]:
+        """Each text's two searches fused by RRF, the texts' rankings interleaved, spread over documents."""
+        by_id: dict[str, ChunkCandidate] = {}
+        for ranking in reversed(rankings):  # the whole question's candidates win
+            by_id |= ranking.by_id()
+        per_text = [reciprocal_rank_fusion(r.id_lists(), weights=r.weights()) for r in rankings]
+        fused = interleave(per_text, key=lambda item: item.item_id)
+        fused = spread_over_groups(fused, lambda item: by_id[item.item_id].hit.doc_id)
         return [self._result(by_id[item.item_id], item) for item in fused[: self._top_k]]
 
     def _result(self, candidate: ChunkCandidate, fused: FusedItem) -> RetrievalResult:

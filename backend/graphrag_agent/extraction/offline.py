@@ -21,18 +21,15 @@ once, lazily, and only when Chinese text appears.
 from __future__ import annotations
 
 import asyncio
-import logging
 import re
-import threading
-import warnings
 from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
-from typing import Any
 
 from backend.domain.graph import ChunkRecord, DocumentRecord
 from backend.graphrag_agent import ids
+from backend.graphrag_agent.chinese import jieba_module
 from backend.graphrag_agent.extraction.base import OTHER, Extraction, ExtractionBuilder, trim
 from backend.graphrag_agent.text import split_sentences
 
@@ -741,26 +738,6 @@ def _split_camel(name: str) -> str:
 # -- Chinese -------------------------------------------------------------------------------------------------
 
 
-class _Jieba:
-    """jieba's part-of-speech tokenizer, loaded once on first use (about a second), quietly."""
-
-    _lock = threading.Lock()
-    _tokenizer: Any = None
-
-    @classmethod
-    def tokenizer(cls) -> Any:
-        with cls._lock:
-            if cls._tokenizer is None:
-                with warnings.catch_warnings():
-                    warnings.simplefilter("ignore")  # jieba imports pkg_resources and has old regex escapes
-                    import jieba  # type: ignore[import-untyped]
-                    import jieba.posseg  # type: ignore[import-untyped]
-                jieba.setLogLevel(logging.WARNING)  # no "Building prefix dict ..." on stderr
-                jieba.initialize()
-                cls._tokenizer = jieba.posseg.dt
-            return cls._tokenizer
-
-
 def _chinese_entities(sentence: str, title: str) -> list[_Found]:
     found: list[tuple[int, _Found]] = []
     for match in _BOOK_TITLE.finditer(sentence):
@@ -783,7 +760,7 @@ def _chinese_entities(sentence: str, title: str) -> list[_Found]:
 def _jieba_entities(text: str, offset: int) -> list[tuple[int, _Found]]:
     if not text.strip():
         return []
-    tokenizer = _Jieba.tokenizer()
+    tokenizer = jieba_module().posseg.dt
     found = []
     for word, tag in _join_transliterations([(str(pair.word), str(pair.flag)) for pair in tokenizer.cut(text)]):
         entity = _tagged_entity(
@@ -816,7 +793,7 @@ def _chinese_title_type(title: str) -> str:
     """A title jieba reads as one tagged word ("赵鹏" nr) gets that word's type."""
     if _BOOK_TITLE.fullmatch(title):
         return "work"
-    pairs = _join_transliterations([(str(pair.word), str(pair.flag)) for pair in _Jieba.tokenizer().cut(title)])
+    pairs = _join_transliterations([(str(pair.word), str(pair.flag)) for pair in jieba_module().posseg.dt.cut(title)])
     return _CJK_TAG_TYPES.get(pairs[0][1], OTHER) if len(pairs) == 1 else OTHER
 
 

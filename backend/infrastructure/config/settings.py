@@ -102,6 +102,9 @@ class Settings(BaseSettings):
     embedding_model_dir: Path | None = Field(None, alias="EMBEDDING_MODEL_DIR")
     # The local model's engine: onnx (onnxruntime), numpy, or auto (onnx when installed).
     embedding_engine: Literal["auto", "onnx", "numpy"] = Field("auto", alias="EMBEDDING_ENGINE")
+    # Whether the embedding model covers languages beyond English; unset: the provider's default (the local
+    # all-MiniLM-L6-v2 is English-only, hosted models are multilingual). Searches skip vectors a model cannot make.
+    embedding_multilingual: bool | None = Field(None, alias="EMBEDDING_MULTILINGUAL")
     embedding_base_url: str | None = Field(None, alias="EMBEDDING_BASE_URL")
     embedding_api_key: SecretStr = Field(SecretStr(""), alias="EMBEDDING_API_KEY")
     embedding_model: str = Field("text-embedding-3-small", alias="EMBEDDING_MODEL")

@@ -10,6 +10,7 @@ import openai
 from openai import AsyncOpenAI
 
 from backend.domain.errors import ModelError
+from backend.graphrag_agent.text import cjk_share
 
 
 class OpenAICompatibleEmbedder:
@@ -24,6 +25,7 @@ class OpenAICompatibleEmbedder:
         batch_size: int = 32,
         timeout_s: float = 30.0,
         max_retries: int = 2,
+        multilingual: bool = True,
     ) -> None:
         if dimension <= 0 or batch_size <= 0:
             raise ValueError("dimension and batch_size must be positive")
@@ -31,6 +33,7 @@ class OpenAICompatibleEmbedder:
         self._model = model
         self._dimension = dimension
         self._batch_size = batch_size
+        self._multilingual = multilingual
         # Servers without auth still need a non-empty key for the SDK; it is never logged.
         self._client = AsyncOpenAI(
             base_url=base_url, api_key=api_key or "unused", timeout=timeout_s, max_retries=max_retries
@@ -39,6 +42,10 @@ class OpenAICompatibleEmbedder:
     @property
     def dimension(self) -> int:
         return self._dimension
+
+    def covers(self, text: str) -> bool:
+        # Hosted embedding models are multilingual; EMBEDDING_MULTILINGUAL=false marks one that is not.
+        return self._multilingual or cjk_share(text) < 0.5
 
     async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         items = list(texts)

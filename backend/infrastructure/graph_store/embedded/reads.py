@@ -15,7 +15,7 @@ from typing import Any
 from backend.domain.graph import CommunityRecord, DocumentRecord, EntityGraph, EntityRecord, RelationRecord
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
-from backend.graphrag_agent.text import content_terms
+from backend.graphrag_agent.text import fulltext_query_terms
 from backend.infrastructure.graph_store.embedded.schema import kb_token
 from backend.infrastructure.graph_store.embedded.vectors import VectorCache, top_rows
 from backend.infrastructure.graph_store.port import GraphCounts
@@ -127,7 +127,7 @@ def fulltext_match_expression(query: str) -> str | None:
     Quoting makes every operator (`OR`, `NEAR(`, `*`, `:`, `^`, quotes) plain text; the result is
     bound as a parameter. None when the query has no searchable term.
     """
-    terms = content_terms(query)[:_MAX_QUERY_TERMS]
+    terms = fulltext_query_terms(query)[:_MAX_QUERY_TERMS]
     if not terms:
         return None
     return " OR ".join('"' + term.replace('"', '""') + '"' for term in terms)

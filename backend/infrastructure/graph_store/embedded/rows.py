@@ -20,7 +20,7 @@ import numpy as np
 from backend.domain.errors import InvalidRequest
 from backend.domain.graph import CommunityRecord, DocumentGraph, DocumentRecord
 from backend.graphrag_agent.ports import Vector
-from backend.graphrag_agent.text import index_terms
+from backend.graphrag_agent.text import fulltext_terms
 from backend.infrastructure.graph_store.embedded.schema import kb_token
 from backend.infrastructure.graph_store.merge import relation_key
 from backend.infrastructure.graph_store.validation import check_communities, check_document, utc_timestamp
@@ -100,7 +100,8 @@ def document_rows(
         chunks=chunks,
         # The title's terms go with every chunk so that a question naming the document finds its chunks.
         chunk_terms=[
-            (" ".join(index_terms(f"{document.title}\n{c.text}")), kb_token(kb), kb, c.chunk_id) for c in graph.chunks
+            (" ".join(fulltext_terms(f"{document.title}\n{c.text}")), kb_token(kb), kb, c.chunk_id)
+            for c in graph.chunks
         ],
         chunk_dimension=one_dimension([row[7] for row in chunks], "chunk"),
         entity_mentions=mentions,

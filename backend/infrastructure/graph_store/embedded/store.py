@@ -4,7 +4,7 @@
   every write is one transaction, so readers see a document, a deletion or a community set whole or not at all;
 - SQLite runs in worker threads; when the awaiting task is cancelled the running statement is interrupted
   and the call returns only after the thread has stopped;
-- fulltext search is FTS5 bm25 over pre-tokenised terms (CJK as unigrams and bigrams), the query's terms
+- fulltext search is FTS5 bm25 over pre-tokenised terms (CJK as jieba words), the query's terms
   quoted and bound as one parameter; vector search is cosine over a cached matrix per (KB, kind);
 - sqlite errors surface as `StoreUnavailable`, malformed input as `InvalidRequest`.
 """

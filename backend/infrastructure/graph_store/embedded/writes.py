@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from backend.domain.errors import InvalidRequest
 from backend.domain.graph import EntityMention, RelationMention
 from backend.domain.knowledge_base import KnowledgeBase
-from backend.graphrag_agent.text import index_terms
+from backend.graphrag_agent.text import fulltext_terms
 from backend.infrastructure.graph_store.embedded.rows import (
     CommunityRow,
     CommunityRows,
@@ -204,7 +204,7 @@ def _index_entity_names(raw: sqlite3.Connection, kb: str, entities: dict[str, Me
     raw.executemany(
         """INSERT INTO entities_fts (rowid, terms, kb_token)
         SELECT id, ?, ? FROM entities WHERE kb = ? AND entity_id = ?""",
-        [(" ".join(index_terms(m.name)), kb_token(kb), kb, eid) for eid, m in entities.items()],
+        [(" ".join(fulltext_terms(m.name)), kb_token(kb), kb, eid) for eid, m in entities.items()],
     )
 
 

@@ -20,7 +20,7 @@ import numpy as np
 from backend.domain.errors import InvalidRequest
 from backend.domain.graph import ChunkRecord, CommunityRecord, DocumentGraph
 from backend.graphrag_agent.ports import Vector
-from backend.graphrag_agent.text import index_terms
+from backend.graphrag_agent.text import fulltext_terms
 from backend.infrastructure.graph_store.merge import relation_key
 from backend.infrastructure.graph_store.validation import check_communities, check_document, utc_timestamp
 
@@ -33,7 +33,7 @@ MAX_TERM_CHARS = 4096
 
 def indexed_terms(text: str) -> str:
     """`text` as the fulltext indexes store it: its index terms, space-separated."""
-    return " ".join(term for term in index_terms(text) if len(term) <= MAX_TERM_CHARS)
+    return " ".join(term for term in fulltext_terms(text) if len(term) <= MAX_TERM_CHARS)
 
 
 def _key(*parts: str) -> str:

@@ -2,8 +2,8 @@
 
 Community Edition has no composite node keys, so each node label has a globally unique `uid` (a hash
 of kb and id, see params.py); KB-wide queries seek by `kbt`, a hash token of the KB. Fulltext indexes
-use the whitespace analyzer over terms that Python pre-tokenises with `index_terms` (CJK as unigrams
-and bigrams), exactly what the embedded store indexes; `kbt` is indexed with them so that Lucene scopes
+use the whitespace analyzer over terms that Python pre-tokenises with `fulltext_terms` (CJK as jieba
+words), exactly what the embedded store indexes; `kbt` is indexed with them so that Lucene scopes
 a search to its KB. Vector indexes are cosine, unquantised, of the configured dimension.
 """
 

@@ -41,7 +41,7 @@ from backend.domain.graph import (
 )
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
-from backend.graphrag_agent.text import content_terms
+from backend.graphrag_agent.text import fulltext_query_terms
 from backend.infrastructure.graph_store.neo4j import queries as q
 from backend.infrastructure.graph_store.neo4j import writes
 from backend.infrastructure.graph_store.neo4j.errors import DRIVER_ERRORS, public_uri, store_unavailable
@@ -80,7 +80,7 @@ def lucene_query(kb: str, query: str) -> str | None:
     Every term is escaped and quoted, so operators in the question are plain words; the result is passed
     to Neo4j as a parameter. None when the question has no searchable term.
     """
-    terms = [term for term in content_terms(query) if len(term) <= MAX_TERM_CHARS][:_MAX_QUERY_TERMS]
+    terms = [term for term in fulltext_query_terms(query) if len(term) <= MAX_TERM_CHARS][:_MAX_QUERY_TERMS]
     if not terms:
         return None
     quoted = " ".join(f'terms:"{_escape(term)}"' for term in terms)
