@@ -68,7 +68,15 @@ import httpx
 
 from backend.infrastructure.config.settings import Settings
 from backend.infrastructure.persistence.postgres.conversation_store import describe_dsn
-from benchmarks.graph_probes import RssSampler, cpu_seconds, machine, percentile, save_result, status_kib
+from benchmarks.graph_probes import (
+    RssSampler,
+    cpu_seconds,
+    machine,
+    percentile,
+    result_path,
+    save_result,
+    status_kib,
+)
 from benchmarks.history_store import scratch_database, tls_in_use
 from benchmarks.streaming_latency import (
     API_KEY,
@@ -83,9 +91,6 @@ from benchmarks.streaming_latency import (
     parse_frames,
 )
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results" / "concurrency.json"
-QUICK_RESULTS = RESULTS.with_name("concurrency_quick.json")  # a quick run never replaces the full figures
 DATABASE = "bench_concurrency"
 HISTORY_DB = "chat_history.db"  # backend.bootstrap.HISTORY_DB; not imported, that would load the whole app here
 GOAL_RATIO = 1.5
@@ -492,9 +497,7 @@ def main() -> None:
     results = summarize(measured)
     results["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 1)
     print_table(results, params, host)
-    save_result(
-        args.output or (QUICK_RESULTS if args.quick else RESULTS), "concurrency", host, started, params, results
-    )
+    save_result(args.output or result_path("concurrency", args.quick), "concurrency", host, started, params, results)
 
 
 if __name__ == "__main__":

@@ -280,6 +280,14 @@ def machine() -> dict[str, Any]:
     }
 
 
+RESULTS_DIR = Path(__file__).resolve().parent / "results"
+
+
+def result_path(benchmark: str, quick: bool) -> Path:
+    """Where a benchmark writes by default: a quick run never replaces the full figures."""
+    return RESULTS_DIR / (f"{benchmark}_quick.json" if quick else f"{benchmark}.json")
+
+
 def save_result(
     output: Path, benchmark: str, host: dict[str, Any], started: datetime, params: dict[str, Any], results: Any
 ) -> None:

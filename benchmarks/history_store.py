@@ -72,11 +72,8 @@ from backend.infrastructure.config.settings import Settings
 from backend.infrastructure.persistence.common import citations_to_json, dump_json
 from backend.infrastructure.persistence.postgres.conversation_store import PostgresConversationStore, describe_dsn
 from backend.infrastructure.persistence.sqlite.conversation_store import SqliteConversationStore
-from benchmarks.graph_probes import machine, percentile, save_result
+from benchmarks.graph_probes import machine, percentile, result_path, save_result
 
-ROOT = Path(__file__).resolve().parent.parent
-RESULTS = ROOT / "benchmarks" / "results" / "history_store.json"
-QUICK_RESULTS = RESULTS.with_name("history_store_quick.json")  # a quick run never replaces the full figures
 DATABASE = "bench_history"
 OPS = ("upsert", "append", "list")
 HISTORY_LIMIT = int(Settings.model_fields["history_max_messages"].default) + 1  # as TurnService._history asks
@@ -503,7 +500,7 @@ def main() -> None:
     results["duration_s"] = round((datetime.now(UTC) - started).total_seconds(), 1)
     print_table(results, params, host)
     save_result(
-        args.output or (QUICK_RESULTS if args.quick else RESULTS), "history_store", host, started, params, results
+        args.output or result_path("history_store", args.quick), "history_store", host, started, params, results
     )
 
 

@@ -12,7 +12,8 @@
 #   --dry-run  print the steps and their commands; install, start and run nothing
 #
 # Starts the local Postgres (POSTGRES_TEST_DSN unset; history_store, concurrency) and a Neo4j 5.26 server
-# with the JIT fully on (NEO4J_TEST_URI unset; graph_indexing in full mode, stopped again on exit), as scripts/test.sh does.
+# with the JIT fully on (NEO4J_TEST_URI unset; graph_indexing in full mode, stopped again on exit), as
+# scripts/test.sh does.
 # A module whose file is missing is skipped; one that fails is recorded and the next one runs. Prints the
 # elapsed time of every step; exit status 1 when any step failed.
 set -euo pipefail

@@ -140,7 +140,11 @@ def is_cjk(token: str) -> bool:
 def _cjk_terms(run: str) -> list[str]:
     if len(run) == 1:
         return [run]
-    return list(run) + [run[i : i + 2] for i in range(len(run) - 1)]
+    return list(run) + _bigrams(run)
+
+
+def _bigrams(run: str) -> list[str]:
+    return [run[i : i + 2] for i in range(len(run) - 1)]
 
 
 def cjk_share(text: str) -> float:
@@ -153,6 +157,11 @@ def cjk_share(text: str) -> float:
         else:
             latin += len(token)
     return cjk / (cjk + latin) if cjk + latin else 0.0
+
+
+def mostly_cjk(text: str) -> bool:
+    """Is `text` mostly CJK? (What an English-only embedding model cannot embed meaningfully.)"""
+    return cjk_share(text) >= 0.5
 
 
 def index_terms(text: str) -> list[str]:
@@ -254,5 +263,5 @@ def overlap_score(query_terms: Iterable[str], text: str) -> float:
 def _cjk_presence(term: str, text: str) -> float:
     if term in text:
         return 1.0
-    pieces = [term[i : i + 2] for i in range(len(term) - 1)] or [term]
+    pieces = _bigrams(term) or [term]
     return sum(piece in text for piece in pieces) / len(pieces)

@@ -33,7 +33,7 @@ from backend.graphrag_agent.keywords import (
 from backend.graphrag_agent.model import PromptMessage, parse_json_object
 from backend.graphrag_agent.pagerank import personalised_pagerank
 from backend.graphrag_agent.ports import AgentTrace, ChunkHit, RetrievalAgent
-from backend.graphrag_agent.text import cjk_share
+from backend.graphrag_agent.text import mostly_cjk
 from tests.support.memory_graph import CommunitySpec, MemoryGraph, Passage, TermEmbedder, memory_graph
 
 KB = "royals"
@@ -598,7 +598,7 @@ async def test_a_question_about_two_events_finds_both_sessions(
 
 class EnglishOnlyEmbedder(TermEmbedder):
     def covers(self, text: str) -> bool:
-        return cjk_share(text) < 0.5
+        return not mostly_cjk(text)
 
 
 @pytest.mark.parametrize("agent_type", ["naive_rag_agent", "graph_agent", "hybrid_agent"])

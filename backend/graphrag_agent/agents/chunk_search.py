@@ -10,7 +10,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from backend.graphrag_agent.ports import ChunkHit, ChunkIndex, Vector
+from backend.graphrag_agent.agents.common import concurrently
+from backend.graphrag_agent.ports import ChunkHit, ChunkIndex, TextEmbedder, Vector
 from backend.graphrag_agent.text import fulltext_query_terms, overlap_score
 
 # Calibrated with all-MiniLM-L6-v2 on the sample KB: answers score about 0.35–0.7 against their
@@ -89,6 +90,17 @@ class ChunkSearch:
 
     async def vector(self, embedding: Vector) -> list[ChunkHit]:
         return await self._index.search_chunks_vector(self._kb, embedding, self._candidates)
+
+    async def rankings(self, text: str, embedder: TextEmbedder) -> ChunkRankings:
+        """Both searches for `text`, admitted; the vector side only in a language the embedder covers."""
+
+        async def vector_hits() -> list[ChunkHit]:
+            if not embedder.covers(text):
+                return []  # the model's vector of this language would be noise
+            return await self.vector((await embedder.embed([text]))[0])
+
+        fulltext_hits, found_by_vector = await concurrently(self.fulltext(text), vector_hits())
+        return self.admit(text, fulltext_hits, found_by_vector)
 
     def admit(self, query: str, fulltext_hits: Sequence[ChunkHit], vector_hits: Sequence[ChunkHit]) -> ChunkRankings:
         terms = fulltext_query_terms(query)

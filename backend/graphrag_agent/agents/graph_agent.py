@@ -150,17 +150,9 @@ class GraphSearch:
         clauses = question_clauses(query)
         if not clauses:
             return ranked
-        per_clause = await all_of(self._plain_ranking(clause) for clause in clauses)
-        return spread_over_groups(interleave([ranked, *per_clause], key=_chunk_id), _document_of)
-
-    async def _plain_ranking(self, text: str) -> list[RankedChunk]:
-        async def vector_hits() -> list[ChunkHit]:
-            if not self._embedder.covers(text):
-                return []
-            return await self.chunk_search.vector((await self._embedder.embed([text]))[0])
-
-        fulltext, vector = await concurrently(self.chunk_search.fulltext(text), vector_hits())
-        return self.plain_chunks(self.chunk_search.admit(text, fulltext, vector))
+        per_clause = await all_of(self.chunk_search.rankings(clause, self._embedder) for clause in clauses)
+        plain = [self.plain_chunks(rankings) for rankings in per_clause]
+        return spread_over_groups(interleave([ranked, *plain], key=_chunk_id), _document_of)
 
     def fuse(
         self,

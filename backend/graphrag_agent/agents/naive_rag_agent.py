@@ -19,10 +19,10 @@ from backend.graphrag_agent.agents.chunk_search import (
     ChunkRankings,
     ChunkSearch,
 )
-from backend.graphrag_agent.agents.common import all_of, build_trace, chunk_result, concurrently, log_retrieval
+from backend.graphrag_agent.agents.common import all_of, build_trace, chunk_result, log_retrieval
 from backend.graphrag_agent.clauses import question_clauses
 from backend.graphrag_agent.fusion import FusedItem, interleave, reciprocal_rank_fusion, spread_over_groups
-from backend.graphrag_agent.ports import AgentTrace, ChunkHit, ChunkIndex, TextEmbedder
+from backend.graphrag_agent.ports import AgentTrace, ChunkIndex, TextEmbedder
 
 logger = logging.getLogger(__name__)
 
@@ -65,7 +65,7 @@ class NaiveRagAgent:
             return build_trace([])
         # A question about two events in time: each clause is searched too (see clauses.py).
         clauses = question_clauses(query)
-        rankings = await all_of(self._rankings(text) for text in [query, *clauses])
+        rankings = await all_of(self._search.rankings(text, self._embedder) for text in [query, *clauses])
         results = self._fuse(rankings)
         log_retrieval(
             logger,
@@ -79,16 +79,6 @@ class NaiveRagAgent:
             clauses=len(clauses),
         )
         return build_trace(results)
-
-    async def _rankings(self, text: str) -> ChunkRankings:
-        fulltext_hits, vector_hits = await concurrently(self._search.fulltext(text), self._vector_search(text))
-        return self._search.admit(text, fulltext_hits, vector_hits)
-
-    async def _vector_search(self, query: str) -> list[ChunkHit]:
-        if not self._embedder.covers(query):
-            return []  # the model's vector of this language would be noise
-        embedding = (await self._embedder.embed([query]))[0]
-        return await self._search.vector(embedding)
 
     def _fuse(self, rankings: Sequence[ChunkRankings]) -> list[RetrievalResult]:
         """Each text's two searches fused by RRF, the texts' rankings interleaved, spread over documents."""

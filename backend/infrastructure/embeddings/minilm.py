@@ -25,7 +25,7 @@ import numpy.typing as npt
 from safetensors.numpy import load_file
 from tokenizers import Encoding, Tokenizer
 
-from backend.graphrag_agent.text import cjk_share
+from backend.graphrag_agent.text import mostly_cjk
 from backend.infrastructure.embeddings.minilm_onnx import onnx_available, onnx_encoder
 
 logger = logging.getLogger(__name__)
@@ -225,7 +225,7 @@ class MiniLMEmbedder:
     def covers(self, text: str) -> bool:
         # all-MiniLM-L6-v2 learnt from English pairs: Chinese questions get near-random neighbours
         # (recall@1 0.09 on CMRC 2018, where BM25 over the same chunks finds 0.93).
-        return self._multilingual or cjk_share(text) < 0.5
+        return self._multilingual or not mostly_cjk(text)
 
     async def embed(self, texts: Sequence[str]) -> FloatArray:
         """Embed off the event loop, one batch per worker-thread call.

@@ -10,7 +10,7 @@ import openai
 from openai import AsyncOpenAI
 
 from backend.domain.errors import ModelError
-from backend.graphrag_agent.text import cjk_share
+from backend.graphrag_agent.text import mostly_cjk
 
 
 class OpenAICompatibleEmbedder:
@@ -45,7 +45,7 @@ class OpenAICompatibleEmbedder:
 
     def covers(self, text: str) -> bool:
         # Hosted embedding models are multilingual; EMBEDDING_MULTILINGUAL=false marks one that is not.
-        return self._multilingual or cjk_share(text) < 0.5
+        return self._multilingual or not mostly_cjk(text)
 
     async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
         items = list(texts)
