@@ -129,3 +129,13 @@ def interleave(rankings: Sequence[Sequence[S]], key: Callable[[S], str]) -> list
                 taken.add(key(ranking[place]))
                 merged.append(ranking[place])
     return _descending(merged)
+
+
+def ahead(first: Sequence[S], then: Sequence[S], key: Callable[[S], str]) -> list[S]:
+    """`first`, then the items of `then` it lacks; scores capped as in `spread_over_groups`, so they descend.
+
+    For a ranking that must lead whenever it found anything (a question's search restricted to the dates
+    it names), with the ordinary ranking as the fallback behind it.
+    """
+    taken = {key(item) for item in first}
+    return _descending([*first, *(item for item in then if key(item) not in taken)])

@@ -33,6 +33,10 @@ class ChunkIndex(Protocol):
 
     async def search_chunks_vector(self, kb: str, embedding: Vector, limit: int) -> list[ChunkHit]: ...
 
+    async def chunk_embeddings(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, Vector]:
+        """The stored vectors of these chunks (a chunk without one, or unknown, is left out)."""
+        ...
+
 
 @dataclass(frozen=True, slots=True)
 class EntityHit:

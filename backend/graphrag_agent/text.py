@@ -18,6 +18,7 @@ from backend.graphrag_agent.chinese import chinese_words
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 _WORD_OR_CJK_RUN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:['’][^\W_{_CJK}]+)*", re.UNICODE)
 _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
+_POSSESSIVE = re.compile(r"'s$", re.IGNORECASE)
 _BLOCK_START = re.compile(r"^\s*(?:#{1,6}\s|[-*+]\s|\d{1,3}[.)]\s)")
 _LIST_NUMBER = re.compile(r"\d{1,3}[.)]")
 # A full stop after an initial ("Robert A. Stemmle"; not "I", a numeral: "Lothair I.") or a title
@@ -181,8 +182,30 @@ def _terms(text: str, cjk_run_terms: Callable[[str], Iterable[str]]) -> list[str
         if is_cjk(token):
             terms.extend(cjk_run_terms(token))
         else:
-            terms.append(token.lower().replace("’", "'"))
+            word = _POSSESSIVE.sub("", token.replace("’", "'"))  # "Hua's" is about Hua
+            terms.append(word.lower())
+            if word[1:] != word[1:].lower():  # an upper-case letter inside: maybe "LiHua", "GraphRAG"
+                parts = _camel_case_parts(word)
+                terms.extend(part.lower() for part in parts if len(parts) > 1)
     return terms
+
+
+def _camel_case_parts(token: str) -> list[str]:
+    """ "LiHua" -> Li, Hua; "GraphRAG" -> Graph, RAG; "HTMLParser" -> HTML, Parser; "NASA" -> NASA.
+
+    Chat handles and identifiers join names that questions write apart ("Li Hua"); indexing the parts beside
+    the joined word lets either spelling find the other.
+    """
+    parts: list[str] = []
+    start = 0
+    for i in range(1, len(token)):
+        before, here = token[i - 1], token[i]
+        after = token[i + 1] if i + 1 < len(token) else ""
+        if here.isupper() and (before.islower() or (before.isupper() and after.islower())):
+            parts.append(token[start:i])
+            start = i
+    parts.append(token[start:])
+    return parts
 
 
 def fulltext_query_terms(query: str) -> list[str]:

@@ -296,6 +296,15 @@ async def test_get_chunks_in_the_order_asked_with_score_zero(orchard: GraphStore
     assert await orchard.get_chunks(KB, []) == []
 
 
+async def test_chunk_embeddings_are_the_stored_vectors(orchard: GraphStore) -> None:
+    c, b = cider(), bees()
+    vectors = await orchard.chunk_embeddings(KB, [b.chunk(1), "no-such-chunk", c.chunk(0)])
+    assert set(vectors) == {b.chunk(1), c.chunk(0)}
+    assert np.allclose(vectors[c.chunk(0)], axis(0)) and np.allclose(vectors[b.chunk(1)], axis(5))
+    assert await orchard.chunk_embeddings(OTHER_KB, [c.chunk(0)]) == {}
+    assert await orchard.chunk_embeddings(KB, []) == {}
+
+
 async def test_counts(orchard: GraphStore) -> None:
     assert await orchard.counts(KB) == GraphCounts(documents=2, chunks=4, entities=7, relations=5, communities=0)
     assert await orchard.counts(OTHER_KB) == GraphCounts()
@@ -773,6 +782,24 @@ async def test_a_community_kept_by_id_keeps_its_summary_vector(with_communities:
     await with_communities.replace_communities(KB, [renamed], {renamed.community_id: axis(3)})
     assert [h.community for h in await with_communities.search_communities(KB, axis(3), None, 1)] == [renamed]
     assert (await with_communities.search_communities(KB, axis(3), None, 1))[0].score == pytest.approx(1.0, abs=1e-5)
+
+
+async def test_a_community_kept_by_id_takes_the_members_and_parent_it_is_given(with_communities: GraphStore) -> None:
+    moved = replace(
+        BLOSSOM_C, entity_ids=tuple(sorted([eid(KB, "Blossom"), eid(KB, "Bee")])), parent_id=TOP.community_id
+    )
+    await with_communities.replace_communities(KB, [TOP, CIDER_C, BEES_C, moved], {})
+    listed = {c.community_id: c for c in await with_communities.list_communities(KB)}
+    assert listed == {c.community_id: c for c in (TOP, CIDER_C, BEES_C, moved)}
+    await with_communities.replace_communities(KB, [TOP, CIDER_C, BEES_C, BLOSSOM_C], {})
+    assert await with_communities.list_communities(KB) == [TOP, CIDER_C, BEES_C, BLOSSOM_C]
+
+
+async def test_entities_written_again_rejoin_the_communities_they_are_members_of(with_communities: GraphStore) -> None:
+    assert await with_communities.delete_document(KB, cider().doc_id)  # Yeast and Barrel are gone, with their links
+    await write(with_communities, cider())
+    await with_communities.replace_communities(KB, [BLOSSOM_C, BEES_C, TOP, CIDER_C], {})  # the same ids
+    assert await with_communities.list_communities(KB) == [TOP, CIDER_C, BEES_C, BLOSSOM_C]
 
 
 async def test_members_that_are_not_entities_are_skipped(orchard: GraphStore) -> None:

@@ -192,6 +192,7 @@ class MemoryGraph:
         self._kbs: dict[str, _Kb] = defaultdict(_Kb)
         self._delay_s = delay_s
         self.calls: list[tuple[str, str]] = []  # (method, kb) of every read
+        self.fulltext_queries: list[str] = []  # every chunk fulltext query, in order
 
     # -- writes ------------------------------------------------------------------------------------
 
@@ -239,6 +240,7 @@ class MemoryGraph:
 
     async def search_chunks_fulltext(self, kb: str, query: str, limit: int) -> list[ChunkHit]:
         state = await self._enter("search_chunks_fulltext", kb)
+        self.fulltext_queries.append(query)
         scores = _bm25(query, {cid: c.tokens for cid, c in state.chunks.items()})
         best = sorted(scores.items(), key=lambda item: (-item[1], item[0]))[:limit]
         return [_hit(state.chunks[cid], score) for cid, score in best]
@@ -247,6 +249,10 @@ class MemoryGraph:
         state = await self._enter("search_chunks_vector", kb)
         best = _nearest({cid: c.vector for cid, c in state.chunks.items()}, embedding, limit)
         return [_hit(state.chunks[cid], score) for cid, score in best]
+
+    async def chunk_embeddings(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, Vector]:
+        state = await self._enter("chunk_embeddings", kb)
+        return {cid: state.chunks[cid].vector for cid in dict.fromkeys(chunk_ids) if cid in state.chunks}
 
     async def search_entities_fulltext(self, kb: str, query: str, limit: int) -> list[EntityHit]:
         state = await self._enter("search_entities_fulltext", kb)

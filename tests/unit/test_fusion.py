@@ -6,7 +6,7 @@ import random
 
 import pytest
 
-from backend.graphrag_agent.fusion import FusedItem, interleave, reciprocal_rank_fusion, spread_over_groups
+from backend.graphrag_agent.fusion import FusedItem, ahead, interleave, reciprocal_rank_fusion, spread_over_groups
 
 
 def test_single_list_keeps_its_order_and_the_top_scores_one() -> None:
@@ -113,3 +113,12 @@ def test_interleave_gives_every_ranking_its_first_places_once() -> None:
     scores = [item.score for item in merged]
     assert scores == sorted(scores, reverse=True)
     assert interleave([], key=lambda item: item.item_id) == []
+
+
+def test_ahead_puts_one_ranking_first_and_keeps_the_others_items_it_lacks() -> None:
+    scoped = [_item("may-2", 0.4), _item("may-1", 0.3)]
+    plain = [_item("april", 1.0), _item("may-1", 0.9), _item("june", 0.5)]
+    merged = ahead(scoped, plain, key=lambda item: item.item_id)
+    assert [item.item_id for item in merged] == ["may-2", "may-1", "april", "june"]
+    assert [item.score for item in merged] == [0.4, 0.3, 0.3, 0.3]  # capped: the scores still descend
+    assert [item.item_id for item in ahead([], plain, key=lambda item: item.item_id)] == ["april", "may-1", "june"]

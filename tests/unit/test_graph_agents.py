@@ -20,7 +20,7 @@ from backend.graphrag_agent.agents import (
     NaiveRagAgent,
     ResearchSettings,
 )
-from backend.graphrag_agent.agents.chunk_search import ChunkCandidate, ChunkRankings
+from backend.graphrag_agent.agents.chunk_search import ChunkCandidate, ChunkRankings, ChunkSearch
 from backend.graphrag_agent.agents.graph_agent import is_broad_question
 from backend.graphrag_agent.agents.local_search import SPECIFIC_MENTIONS, Expansion, WeightedEntity, seed_confidence
 from backend.graphrag_agent.keywords import (
@@ -32,7 +32,7 @@ from backend.graphrag_agent.keywords import (
 )
 from backend.graphrag_agent.model import PromptMessage, parse_json_object
 from backend.graphrag_agent.pagerank import personalised_pagerank
-from backend.graphrag_agent.ports import AgentTrace, ChunkHit, RetrievalAgent
+from backend.graphrag_agent.ports import AgentTrace, ChunkHit, RetrievalAgent, Vector
 from backend.graphrag_agent.text import mostly_cjk
 from tests.support.memory_graph import CommunitySpec, MemoryGraph, Passage, TermEmbedder, memory_graph
 
@@ -132,11 +132,15 @@ async def test_each_agent_finds_the_passage_of_a_direct_question(agent_type: str
     assert agent.agent_type == agent_type
 
 
-async def test_plain_chunk_retrieval_misses_the_second_hop() -> None:
+async def test_plain_chunk_retrieval_reaches_the_second_hop_only_by_feedback() -> None:
     graph = await royal_graph()
     trace = await NaiveRagAgent(KB, graph, TermEmbedder(), top_k=4).retrieve_with_trace(TWO_HOP, "t")
-    assert "Lothair II" in chunk_titles(trace)
-    assert "Ermengarde of Tours" not in chunk_titles(trace)
+    by_title = {r["source"]["title"]: r["metadata"] for r in trace["retrieval_results"]}
+    assert by_title["Lothair II"]["fulltext_rank"] == 1
+    # The mother's passage shares no word with the question: only the search from the son's passage finds it.
+    second_hop = by_title["Ermengarde of Tours"]
+    assert second_hop["fulltext_rank"] is None and second_hop["vector_rank"] is None
+    assert second_hop["feedback_rank"] is not None
 
 
 @pytest.mark.parametrize("agent_type", AGENT_TYPES)
@@ -409,10 +413,10 @@ async def test_deep_research_follows_the_models_plan() -> None:
         '{"sub_questions": ["Who was the mother of Lothair II?"]}',
         '{"decision": "continue", "next_question": "Where did Ava of Morvois die?"}',
     )
-    agent = DeepResearchAgent(KB, await royal_graph(), TermEmbedder(), top_k=4, model=model)
+    graph = await royal_graph()
+    agent = DeepResearchAgent(KB, graph, TermEmbedder(), top_k=4, model=model)
     trace = await agent.retrieve_with_trace(THREE_HOP, "t")
-    asked = {r["metadata"].get("sub_question") for r in trace["retrieval_results"]}
-    assert "Where did Ava of Morvois die?" in asked
+    assert "Where did Ava of Morvois die?" in graph.fulltext_queries  # the model's next question was searched
     assert "Ava of Morvois" in chunk_titles(trace)
     assert len(model.prompts) == 2  # the plan, then one decision; the step limit ends the research
 
@@ -589,7 +593,7 @@ async def test_a_question_about_two_events_finds_both_sessions(
     if agent_type == "naive_rag_agent":
         # The whole question alone ranks first the sessions that touch both events: the clauses find both.
         # (The graph agents also reach Session 1 through the entity Jennifer.)
-        monkeypatch.setattr("backend.graphrag_agent.agents.naive_rag_agent.question_clauses", lambda _query: [])
+        monkeypatch.setattr("backend.graphrag_agent.focus.question_clauses", lambda _query: [])
         assert not {"Session 1", "Session 2"} <= await top_three()
 
 
@@ -660,3 +664,99 @@ def test_fulltext_weighs_more_the_more_of_the_question_its_best_hits_hold() -> N
     assert half_cover[0] > half_cover[1] > 0 and sum(half_cover) == pytest.approx(1.0)
     assert ChunkRankings((), vector).weights() == (0.0, 1.0)
     assert ChunkRankings((_candidate("a", 0.4),), ()).weights() == (1.0, 0.0)
+
+
+# --- questions that name a date --------------------------------------------------------------------
+
+DATED_SESSIONS = [
+    Passage("20260412_0900", "Hailey: the bakery offers rye bread and sourdough loaves this week.", ("Hailey",)),
+    Passage("20260414_1000", "Hailey: rye bread on offer at the bakery.", ()),
+    Passage(
+        "20260520_0800",
+        "Hailey: come early, warm croissants, fresh coffee and cinnamon buns are on offer at the bakery all morning"
+        " long.",
+        (),
+    ),
+    Passage("Undated notes", "Wolfgang: a hiking trip up the hill.", ("Wolfgang",)),
+]
+
+
+@pytest.mark.parametrize("agent_type", ["naive_rag_agent", "graph_agent", "hybrid_agent"])
+async def test_a_question_that_names_a_month_is_answered_from_that_month_first(
+    agent_type: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    graph = await memory_graph(KB, DATED_SESSIONS, TermEmbedder())
+    agent = (
+        NaiveRagAgent(KB, graph, TermEmbedder()) if agent_type == "naive_rag_agent" else make_agent(agent_type, graph)
+    )
+
+    async def titles(question: str) -> list[str]:
+        return chunk_titles(await agent.retrieve_with_trace(question, "t"))
+
+    in_may = await titles("What did the bakery offer in May?")
+    assert in_may[0] == "20260520_0800"
+    assert "20260414_1000" in in_may  # the unrestricted ranking still follows
+    assert (await titles("What did the bakery offer?"))[0] != "20260520_0800"  # the best match without the month
+    in_december = await titles("What did the bakery offer in December?")  # no document of December
+    monkeypatch.setattr("backend.graphrag_agent.focus.question_scope", lambda _question: None)
+    assert in_december == await titles("What did the bakery offer in December?")
+    assert in_may != await titles("What did the bakery offer in May?")
+
+
+# --- relevance feedback ------------------------------------------------------------------------------
+
+
+class FeedbackIndex:
+    """Fulltext finds chunk a; the plain vector search finds nothing; the feedback search finds chunk b."""
+
+    def __init__(self, stored: dict[str, Vector]) -> None:
+        self.stored = stored
+        self.vector_queries: list[Vector] = []
+
+    async def search_chunks_fulltext(self, kb: str, query: str, limit: int) -> list[ChunkHit]:
+        return [ChunkHit("a", "doc-a", "Air conditioning", "The air-conditioner will be installed soon.", 0, 3.0)]
+
+    async def search_chunks_vector(self, kb: str, embedding: Vector, limit: int) -> list[ChunkHit]:
+        self.vector_queries.append(embedding)
+        if len(self.vector_queries) == 1:
+            return []
+        return [ChunkHit("b", "doc-b", "Reminder", "The AC gets fitted at 6 PM today.", 0, 0.8)]
+
+    async def chunk_embeddings(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, Vector]:
+        return {chunk_id: self.stored[chunk_id] for chunk_id in chunk_ids if chunk_id in self.stored}
+
+
+async def test_feedback_searches_again_from_the_question_moved_towards_its_best_fulltext_hits() -> None:
+    embedder = TermEmbedder(dimension=8)
+    question = "When will the air-conditioner be installed?"
+    stored = np.asarray([0, 0, 0, 0, 0, 0, 0, 3], dtype=np.float32)
+    index = FeedbackIndex({"a": stored})
+    rankings = await ChunkSearch(KB, index, 10).rankings(question, embedder)
+
+    assert [c.hit.chunk_id for c in rankings.fulltext] == ["a"] and rankings.vector == ()
+    assert [c.hit.chunk_id for c in rankings.feedback] == ["b"]
+    asked = embedder.vector(question)
+    expected = asked / np.linalg.norm(asked) + stored / 3
+    assert np.allclose(index.vector_queries[1], expected, atol=1e-6)
+    assert [name for name, _, _ in rankings.weighted_lists()] == ["fulltext", "feedback"]
+
+    without_vectors = FeedbackIndex({})
+    plain = await ChunkSearch(KB, without_vectors, 10).rankings(question, embedder)
+    assert plain.feedback == () and len(without_vectors.vector_queries) == 1
+
+
+async def test_naive_results_record_the_feedback_rank() -> None:
+    agent = NaiveRagAgent(KB, FeedbackIndex({"a": np.ones(8, dtype=np.float32)}), TermEmbedder(dimension=8))
+    results = (await agent.retrieve_with_trace("When will the air-conditioner be installed?", "t"))["retrieval_results"]
+    by_chunk = {r["result_id"]: r["metadata"] for r in results}
+    assert by_chunk["chunk:b"]["feedback_rank"] == 1 and by_chunk["chunk:b"]["fulltext_rank"] is None
+    assert by_chunk["chunk:a"]["fulltext_rank"] == 1 and by_chunk["chunk:a"]["feedback_rank"] is None
+
+
+def test_the_feedback_ranking_takes_the_weight_a_graph_ranking_loses_to_hubs() -> None:
+    found = ChunkRankings((_candidate("a", 0.5),), (_candidate("b", 0.0),), (_candidate("c", 0.0),))
+    assert [name for name, _, _ in found.weighted_lists()] == ["fulltext", "vector", "feedback"]
+    assert found.weighted_lists()[2][2] == pytest.approx(1.0)
+    assert found.weighted_lists(feedback_share=0.25)[2][2] == pytest.approx(0.25)
+    assert found.weighted_lists()[0][2] == pytest.approx(found.weights()[0])
+    assert [name for name, _, _ in ChunkRankings((_candidate("a", 0.5),)).weighted_lists()] == ["fulltext"]

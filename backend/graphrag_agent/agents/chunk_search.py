@@ -1,16 +1,22 @@
-"""Plain chunk retrieval: fulltext and vector search with admission thresholds.
+"""Plain chunk retrieval: fulltext and vector search with admission thresholds, and relevance feedback.
 
 A vector hit counts only when its cosine similarity clears a threshold, and a fulltext hit only when
 it covers enough of the question's content terms (or is semantically close), so a question the KB
-knows nothing about gets no evidence instead of the nearest unrelated chunks.
+knows nothing about gets no evidence instead of the nearest unrelated chunks. A third, feedback search
+starts from the question moved towards its best fulltext hits; a search may be restricted to documents
+of some dates (dates.py).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from datetime import date
+
+import numpy as np
 
 from backend.graphrag_agent.agents.common import concurrently
+from backend.graphrag_agent.dates import DateScope, document_date
 from backend.graphrag_agent.ports import ChunkHit, ChunkIndex, TextEmbedder, Vector
 from backend.graphrag_agent.text import fulltext_query_terms, overlap_score
 
@@ -20,6 +26,15 @@ DEFAULT_MIN_SIMILARITY = 0.3
 DEFAULT_MIN_TERM_OVERLAP = 0.3
 # How many of the best fulltext hits say how well the question's words are covered.
 _COVERAGE_DEPTH = 3
+# Relevance feedback (Rocchio, on dense vectors): the question's vector moved towards the vectors of its
+# best fulltext hits finds passages that say the same thing in other words ("AC" for "air-conditioner").
+FEEDBACK_DOCUMENTS = 2
+# Its ranking counts as much as the fulltext and vector rankings together: it agrees with both.
+FEEDBACK_WEIGHT = 1.0
+# The rankings of one text's searches, in the order `ChunkRankings.weighted_lists` gives them.
+RANKING_NAMES = ("fulltext", "vector", "feedback")
+# A search restricted to some dates looks this many times deeper, then keeps the hits of those dates.
+SCOPED_DEPTH = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,12 +59,22 @@ class ChunkRankings:
 
     fulltext: tuple[ChunkCandidate, ...] = ()
     vector: tuple[ChunkCandidate, ...] = ()
+    feedback: tuple[ChunkCandidate, ...] = ()  # the vector search repeated from the best fulltext hits
 
     def by_id(self) -> dict[str, ChunkCandidate]:
-        return {c.hit.chunk_id: c for c in (*self.fulltext, *self.vector)}
+        return {c.hit.chunk_id: c for c in (*self.feedback, *self.vector, *self.fulltext)}
 
-    def id_lists(self) -> list[list[str]]:
-        return [[c.hit.chunk_id for c in self.fulltext], [c.hit.chunk_id for c in self.vector]]
+    def weighted_lists(self, feedback_share: float = 1.0) -> list[tuple[str, list[str], float]]:
+        """(name, chunk ids, fusion weight) of each search that admitted something; the feedback ranking's weight
+        times `feedback_share` (less where another ranking already reaches beyond the question's words)."""
+        fulltext_weight, vector_weight = self.weights()
+        lists = zip(
+            RANKING_NAMES,
+            (self.fulltext, self.vector, self.feedback),
+            (fulltext_weight, vector_weight, FEEDBACK_WEIGHT * feedback_share),
+            strict=True,
+        )
+        return [(name, [c.hit.chunk_id for c in found], weight) for name, found, weight in lists if found]
 
     def weights(self) -> tuple[float, float]:
         """(fulltext, vector) weights for fusing the two rankings, summing to 1.
@@ -85,22 +110,52 @@ class ChunkSearch:
     def min_similarity(self) -> float:
         return self._min_similarity
 
-    async def fulltext(self, query: str) -> list[ChunkHit]:
-        return await self._index.search_chunks_fulltext(self._kb, query, self._candidates)
+    async def fulltext(self, query: str, depth: int | None = None) -> list[ChunkHit]:
+        return await self._index.search_chunks_fulltext(self._kb, query, depth or self._candidates)
 
-    async def vector(self, embedding: Vector) -> list[ChunkHit]:
-        return await self._index.search_chunks_vector(self._kb, embedding, self._candidates)
+    async def vector(self, embedding: Vector, depth: int | None = None) -> list[ChunkHit]:
+        return await self._index.search_chunks_vector(self._kb, embedding, depth or self._candidates)
 
-    async def rankings(self, text: str, embedder: TextEmbedder) -> ChunkRankings:
-        """Both searches for `text`, admitted; the vector side only in a language the embedder covers."""
+    async def rankings(self, text: str, embedder: TextEmbedder, scope: DateScope | None = None) -> ChunkRankings:
+        """Both searches for `text`, admitted, and the feedback search from the best fulltext hits; the vector
+        searches only in a language the embedder covers.
 
-        async def vector_hits() -> list[ChunkHit]:
+        With a `scope`, only chunks of documents dated in it (see dates.py), from a deeper search.
+        """
+        depth = self._candidates * SCOPED_DEPTH if scope is not None else self._candidates
+
+        async def vector_search() -> tuple[Vector | None, list[ChunkHit]]:
             if not embedder.covers(text):
-                return []  # the model's vector of this language would be noise
-            return await self.vector((await embedder.embed([text]))[0])
+                return None, []  # the model's vector of this language would be noise
+            embedding = (await embedder.embed([text]))[0]
+            return embedding, await self.vector(embedding, depth)
 
-        fulltext_hits, found_by_vector = await concurrently(self.fulltext(text), vector_hits())
-        return self.admit(text, fulltext_hits, found_by_vector)
+        fulltext_hits, (embedding, vector_hits) = await concurrently(self.fulltext(text, depth), vector_search())
+        found = self.admit(text, _in_scope(fulltext_hits, scope), _in_scope(vector_hits, scope))
+        return await self.with_feedback(found, embedding, depth, scope)
+
+    async def with_feedback(
+        self, found: ChunkRankings, embedding: Vector | None, depth: int | None = None, scope: DateScope | None = None
+    ) -> ChunkRankings:
+        """`found` with the feedback search added: when there is a question vector (None: a language the embedder
+        does not cover) and fulltext admitted something to learn from."""
+        if embedding is None or not found.fulltext:
+            return found
+        expanded = await self._feedback_query(embedding, found.fulltext[:FEEDBACK_DOCUMENTS])
+        if expanded is None:
+            return found
+        hits = _in_scope(await self.vector(expanded, depth), scope)
+        return replace(found, feedback=self.admit_vector(hits))
+
+    async def _feedback_query(self, embedding: Vector, best: Sequence[ChunkCandidate]) -> Vector | None:
+        """The question's unit vector plus the mean unit vector of `best` (None without stored vectors)."""
+        stored = await self._index.chunk_embeddings(self._kb, [c.hit.chunk_id for c in best])
+        question = _unit(embedding)
+        passages = [unit for unit in map(_unit, stored.values()) if unit is not None]
+        if question is None or not passages:
+            return None
+        centroid: Vector = np.mean(np.stack(passages), axis=0).astype(np.float32)
+        return question + centroid
 
     def admit(self, query: str, fulltext_hits: Sequence[ChunkHit], vector_hits: Sequence[ChunkHit]) -> ChunkRankings:
         terms = fulltext_query_terms(query)
@@ -122,3 +177,18 @@ class ChunkSearch:
     def admit_vector(self, vector_hits: Sequence[ChunkHit]) -> tuple[ChunkCandidate, ...]:
         """Vector hits alone (for a search on other text than the question)."""
         return tuple(ChunkCandidate(h, h.score, None, 0.0) for h in vector_hits if h.score >= self._min_similarity)
+
+
+def _in_scope(hits: list[ChunkHit], scope: DateScope | None) -> list[ChunkHit]:
+    return hits if scope is None else [hit for hit in hits if scope.contains(hit_date(hit))]
+
+
+def hit_date(hit: ChunkHit) -> date | None:
+    """The date of the chunk's document: from its title, or the header line of its first chunk."""
+    first_line = hit.text.split("\n", 1)[0] if hit.ordinal == 0 else ""
+    return document_date(hit.title, first_line)
+
+
+def _unit(vector: Vector) -> Vector | None:
+    norm = float(np.linalg.norm(vector))
+    return vector / np.float32(norm) if norm > 0 and np.isfinite(norm) else None

@@ -38,8 +38,8 @@ from backend.graphrag_agent.agents.local_search import (
     Seed,
     seed_confidence,
 )
-from backend.graphrag_agent.clauses import question_clauses
-from backend.graphrag_agent.fusion import interleave, reciprocal_rank_fusion, spread_over_groups
+from backend.graphrag_agent.focus import QuestionFocus
+from backend.graphrag_agent.fusion import reciprocal_rank_fusion, spread_over_groups
 from backend.graphrag_agent.ports import (
     AgentTrace,
     ChunkHit,
@@ -117,7 +117,8 @@ class GraphSearch:
             self.chunk_search.fulltext(query),
             self.linker.by_name(query),
         )
-        chunks = self.chunk_search.admit(query, chunk_text, chunk_vector)
+        admitted = self.chunk_search.admit(query, chunk_text, chunk_vector)
+        chunks = await self.chunk_search.with_feedback(admitted, embedding if self._embedder.covers(query) else None)
         seeds = self.linker.link(query, entity_text, entity_vector)
         return Probe(embedding, chunks, tuple(seeds), tuple(communities))
 
@@ -142,17 +143,18 @@ class GraphSearch:
         expansion, bridges = await concurrently(
             self.expander.expand(query, probe.seeds), self.bridges.ranking(query, probe.seeds)
         )
-        return await self.with_clauses(query, self.fuse(probe.chunks, expansion, bridges=bridges)), expansion
+        return await self.with_focus(query, self.fuse(probe.chunks, expansion, bridges=bridges)), expansion
 
-    async def with_clauses(self, query: str, ranked: list[RankedChunk]) -> list[RankedChunk]:
-        """For a question about two events in time, `ranked` interleaved with each clause's plain ranking
-        (see clauses.py); any other question's `ranked` as it is."""
-        clauses = question_clauses(query)
-        if not clauses:
+    async def with_focus(self, query: str, ranked: list[RankedChunk]) -> list[RankedChunk]:
+        """`ranked` combined with the plain rankings of the narrower searches the question asks for (its clauses,
+        the dates it names: see focus.py); `ranked` as it is when it asks for none."""
+        focus = QuestionFocus.of(query)
+        extra = focus.extra_searches()
+        if not extra:
             return ranked
-        per_clause = await all_of(self.chunk_search.rankings(clause, self._embedder) for clause in clauses)
-        plain = [self.plain_chunks(rankings) for rankings in per_clause]
-        return spread_over_groups(interleave([ranked, *plain], key=_chunk_id), _document_of)
+        found = await all_of(self.chunk_search.rankings(s.text, self._embedder, s.scope) for s in extra)
+        plain = [self.plain_chunks(rankings) for rankings in found]
+        return spread_over_groups(focus.combine([ranked, *plain], key=_chunk_id), _document_of)
 
     def fuse(
         self,
@@ -168,16 +170,12 @@ class GraphSearch:
         hits = {c.hit.chunk_id: c.hit for c in expansion.chunks}
         hits |= {c.hit.chunk_id: c.hit for c in (*themes, *candidates.values())}
         hits |= {hit.chunk_id: hit for hit in bridges}
-        fulltext, vector = chunks.id_lists()
         # The graph ranking weighs as much as the text searches together, which often agree with each other,
-        # unless its seeds are hubs; so do the bridges, which start from the seeds' documents.
+        # unless its seeds are hubs; so do the bridges, which start from the seeds' documents. The feedback
+        # search also reaches past the question's words: it takes the weight the graph ranking loses to hubs.
         confidence = seed_confidence(expansion)
-        fulltext_weight, vector_weight = chunks.weights()
-        rankings = [
-            ("graph", expansion.chunk_ids(), confidence),
-            ("fulltext", fulltext, fulltext_weight),
-            ("vector", vector, vector_weight),
-        ]
+        grown = expansion.chunk_ids()
+        rankings = [("graph", grown, confidence), *chunks.weighted_lists(1.0 - confidence if grown else 1.0)]
         rankings += [("theme", [c.hit.chunk_id for c in themes], 0.5)] if themes else []
         rankings += [("bridge", [hit.chunk_id for hit in bridges], BRIDGE_WEIGHT * confidence)] if bridges else []
         present = [ranking for ranking in rankings if ranking[1]]  # scores relative to the lists that found something

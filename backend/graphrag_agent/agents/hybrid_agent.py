@@ -110,10 +110,13 @@ class HybridAgent:
             self._high_level(high_text, high_vector),
         )
         seeds = self._search.linker.link(low_text, name_hits, entity_hits)
-        expansion, bridges = await concurrently(
-            self._search.expander.expand(query, seeds), self._search.bridges.ranking(query, seeds)
+        admitted = self._search.chunk_search.admit(query, question_text, question_vector)
+        covered = query_vector if self._embedder.covers(query) else None
+        expansion, bridges, question = await concurrently(
+            self._search.expander.expand(query, seeds),
+            self._search.bridges.ranking(query, seeds),
+            self._search.chunk_search.with_feedback(admitted, covered),
         )
-        question = self._search.chunk_search.admit(query, question_text, question_vector)
         # Themes pick passages only for a question that names nothing specific: otherwise the question's own
         # searches already cover its theme words, and theme matches crowd out the named entities' chunks.
         themes = () if seeds else self._search.chunk_search.admit_vector(theme_hits)
@@ -142,7 +145,7 @@ class HybridAgent:
 
     async def _results(self, query: str, found: _Found) -> list[RetrievalResult]:
         fused = self._search.fuse(found.question, found.expansion, found.themes, found.bridges)
-        chunks = (await self._search.with_clauses(query, fused))[: self._search.top_k]
+        chunks = (await self._search.with_focus(query, fused))[: self._search.top_k]
         assembler = self._search.assembler
         entities, relations = await assembler.entities_and_relations(chunks, found.expansion)
         communities = self._communities(query, found.seeds, found.expansion, found.communities)

@@ -1,7 +1,8 @@
-"""naive_rag_agent: chunk retrieval, fulltext and vector search fused by reciprocal rank fusion.
+"""naive_rag_agent: chunk retrieval, fulltext, vector and feedback search fused by reciprocal rank fusion.
 
-Both searches run concurrently; `ChunkSearch` admits only hits that look like evidence (see
-`chunk_search.py`). The agent keeps no per-request state; `thread_id` only labels logs.
+Fulltext and vector search run concurrently, then the feedback search from the best fulltext hits;
+`ChunkSearch` admits only hits that look like evidence (see `chunk_search.py`). A question's clauses and
+dates add searches (`focus.py`). The agent keeps no per-request state; `thread_id` only labels logs.
 """
 
 from __future__ import annotations
@@ -9,19 +10,21 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 
 from backend.domain.agent_types import AgentType
 from backend.domain.retrieval import RetrievalResult
 from backend.graphrag_agent.agents.chunk_search import (
     DEFAULT_MIN_SIMILARITY,
     DEFAULT_MIN_TERM_OVERLAP,
+    RANKING_NAMES,
     ChunkCandidate,
     ChunkRankings,
     ChunkSearch,
 )
 from backend.graphrag_agent.agents.common import all_of, build_trace, chunk_result, log_retrieval
-from backend.graphrag_agent.clauses import question_clauses
-from backend.graphrag_agent.fusion import FusedItem, interleave, reciprocal_rank_fusion, spread_over_groups
+from backend.graphrag_agent.focus import QuestionFocus
+from backend.graphrag_agent.fusion import reciprocal_rank_fusion, spread_over_groups
 from backend.graphrag_agent.ports import AgentTrace, ChunkIndex, TextEmbedder
 
 logger = logging.getLogger(__name__)
@@ -63,10 +66,11 @@ class NaiveRagAgent:
         started = time.perf_counter()
         if not query.strip():
             return build_trace([])
-        # A question about two events in time: each clause is searched too (see clauses.py).
-        clauses = question_clauses(query)
-        rankings = await all_of(self._search.rankings(text, self._embedder) for text in [query, *clauses])
-        results = self._fuse(rankings)
+        # Its clauses and the dates it names narrow further searches (see focus.py).
+        focus = QuestionFocus.of(query)
+        searches = focus.searches()
+        rankings = await all_of(self._search.rankings(s.text, self._embedder, s.scope) for s in searches)
+        results = self._fuse(focus, rankings)
         log_retrieval(
             logger,
             self.agent_type,
@@ -76,23 +80,41 @@ class NaiveRagAgent:
             len(results),
             fulltext=len(rankings[0].fulltext),
             vector=len(rankings[0].vector),
-            clauses=len(clauses),
+            searches=len(searches),
         )
         return build_trace(results)
 
-    def _fuse(self, rankings: Sequence[ChunkRankings]) -> list[RetrievalResult]:
-        """Each text's two searches fused by RRF, the texts' rankings interleaved, spread over documents."""
+    def _fuse(self, focus: QuestionFocus, rankings: Sequence[ChunkRankings]) -> list[RetrievalResult]:
+        """Each search's rankings fused by RRF, the searches combined by `focus`, spread over documents."""
         by_id: dict[str, ChunkCandidate] = {}
         for ranking in reversed(rankings):  # the whole question's candidates win
             by_id |= ranking.by_id()
-        per_text = [reciprocal_rank_fusion(r.id_lists(), weights=r.weights()) for r in rankings]
-        fused = interleave(per_text, key=lambda item: item.item_id)
-        fused = spread_over_groups(fused, lambda item: by_id[item.item_id].hit.doc_id)
-        return [self._result(by_id[item.item_id], item) for item in fused[: self._top_k]]
+        fused = focus.combine([_fused(ranking) for ranking in rankings], key=lambda item: item.chunk_id)
+        fused = spread_over_groups(fused, lambda item: by_id[item.chunk_id].hit.doc_id)
+        return [self._result(by_id[item.chunk_id], item) for item in fused[: self._top_k]]
 
-    def _result(self, candidate: ChunkCandidate, fused: FusedItem) -> RetrievalResult:
-        fulltext_rank, vector_rank = fused.ranks
-        metadata = {"agent_type": self.agent_type, "kb": self._kb, "fulltext_rank": fulltext_rank}
-        return chunk_result(
-            candidate.hit, fused.score, {**metadata, "vector_rank": vector_rank, **candidate.trace_metadata()}
+    def _result(self, candidate: ChunkCandidate, fused: _FusedChunk) -> RetrievalResult:
+        metadata = {"agent_type": self.agent_type, "kb": self._kb, **fused.ranks, **candidate.trace_metadata()}
+        return chunk_result(candidate.hit, fused.score, metadata)
+
+
+@dataclass(frozen=True, slots=True)
+class _FusedChunk:
+    chunk_id: str
+    score: float
+    ranks: dict[str, int | None]  # `fulltext_rank`, ...: the chunk's rank in each search's ranking
+
+
+def _fused(rankings: ChunkRankings) -> list[_FusedChunk]:
+    """One search's rankings fused by RRF, with each chunk's rank in each of them."""
+    lists = rankings.weighted_lists()
+    fused = reciprocal_rank_fusion([ids for _, ids, _ in lists], weights=[weight for _, _, weight in lists])
+    absent: dict[str, int | None] = {f"{name}_rank": None for name in RANKING_NAMES}
+    return [
+        _FusedChunk(
+            item.item_id,
+            item.score,
+            absent | {f"{name}_rank": rank for (name, _, _), rank in zip(lists, item.ranks, strict=True)},
         )
+        for item in fused
+    ]

@@ -12,6 +12,8 @@ from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
+import numpy as np
+
 from backend.domain.graph import CommunityRecord, DocumentRecord, EntityGraph, EntityRecord, RelationRecord
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
@@ -54,6 +56,7 @@ _CHUNKS_BY_ROW = _CHUNK.format(score=", c.id", source="chunks AS c") + f" WHERE 
 _CHUNKS_BY_ID = (
     _CHUNK.format(score=", c.chunk_id", source="chunks AS c") + f" WHERE c.kb = ?1 AND c.chunk_id IN ({_IDS})"
 )
+_CHUNK_EMBEDDINGS = f"SELECT chunk_id, embedding FROM chunks WHERE kb = ?1 AND chunk_id IN ({_IDS})"
 _ENTITIES_BY_ROW = _ENTITY.format(score=", e.id", source="entities AS e") + f" WHERE e.id IN ({_IDS}) AND +e.kb = ?1"
 _ENTITIES_BY_ID = (
     _ENTITY.format(score=", e.entity_id", source="entities AS e") + f" WHERE e.kb = ?1 AND e.entity_id IN ({_IDS})"
@@ -278,6 +281,12 @@ def search_communities(
 def get_entities(raw: sqlite3.Connection, kb: str, entity_ids: Sequence[str]) -> list[EntityRecord]:
     rows = raw.execute(_ENTITIES_BY_ID, (kb, _ids(entity_ids))).fetchall()
     return [_entity(row) for row in _in_order(rows, entity_ids)]
+
+
+def chunk_embeddings(raw: sqlite3.Connection, kb: str, chunk_ids: Sequence[str]) -> dict[str, Vector]:
+    rows = raw.execute(_CHUNK_EMBEDDINGS, (kb, _ids(chunk_ids))).fetchall()
+    vectors = {row[0]: np.frombuffer(row[1], dtype="<f4").astype(np.float32) for row in rows}
+    return {chunk_id: vector for chunk_id, vector in vectors.items() if vector.size and np.any(vector)}
 
 
 def get_chunks(raw: sqlite3.Connection, kb: str, chunk_ids: Sequence[str]) -> list[ChunkHit]:

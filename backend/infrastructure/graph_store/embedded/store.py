@@ -213,6 +213,11 @@ class EmbeddedGraphStore:
             return []
         return await self._read("get_entities", lambda raw: reads.get_entities(raw, kb, entity_ids))
 
+    async def chunk_embeddings(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, Vector]:
+        if not chunk_ids:
+            return {}
+        return await self._read("chunk_embeddings", lambda raw: reads.chunk_embeddings(raw, kb, chunk_ids))
+
     async def get_chunks(self, kb: str, chunk_ids: Sequence[str]) -> list[ChunkHit]:
         if not chunk_ids:
             return []

@@ -213,6 +213,9 @@ CALL () {
 }"""
 
 # -- communities (one transaction) --------------------------------------------------------------------------------
+# A refresh after a one-document write changes a few communities of thousands: the transaction writes only what
+# differs (new and dropped communities, changed properties, memberships and parent links that changed), so its
+# size follows the change, not the KB (rewriting every link exceeded Neo4j's transaction memory on 6,000 documents).
 
 # One node per KB whose write lock serialises community replacements of that KB.
 LOCK_COMMUNITIES: Final = """
@@ -224,31 +227,41 @@ DROP_OTHER_COMMUNITIES: Final = """
 MATCH (c:Community {kbt: $kbt}) WHERE c.kb = $kb AND NOT c.uid IN $keep
 DETACH DELETE c"""
 
-UNLINK_COMMUNITIES: Final = """
-CALL () { MATCH (c:Community {kbt: $kbt})-[r:PARENT]->() WHERE c.kb = $kb DELETE r }
-CALL () { MATCH (:Entity)-[r:IN_COMMUNITY]->(c:Community {kbt: $kbt}) WHERE c.kb = $kb DELETE r }"""
-
-# A community whose id is kept keeps its embedding unless a new vector is given.
+# A community whose id is kept keeps its embedding unless a new vector is given; unchanged properties are not
+# written again.
 WRITE_COMMUNITIES: Final = """
 UNWIND $rows AS row
 MERGE (c:Community {uid: row.uid})
-SET c.kb = $kb, c.kbt = $kbt, c.id = row.id, c.level = row.level, c.title = row.title, c.summary = row.summary,
-    c.rank = row.rank
+WITH c, row
+CALL (c, row) {
+    WITH c, row WHERE c.id IS NULL OR c.level <> row.level OR c.title <> row.title OR c.summary <> row.summary
+        OR c.rank <> row.rank
+    SET c.kb = $kb, c.kbt = $kbt, c.id = row.id, c.level = row.level, c.title = row.title, c.summary = row.summary,
+        c.rank = row.rank
+}
 WITH c, row WHERE row.has_embedding
 SET c.embedding = row.embedding, c.has_embedding = true"""
 
-# Members that are not entities (any more) are skipped.
+# Memberships: the stale ones removed, the missing ones added (members that are not entities are skipped).
+UNLINK_STALE_MEMBERS: Final = """
+MATCH (e:Entity)-[r:IN_COMMUNITY]->(c:Community {kbt: $kbt}) WHERE c.kb = $kb AND NOT e.uid IN $members_of[c.uid]
+DELETE r"""
+
 LINK_MEMBERS: Final = """
 UNWIND $rows AS row
 MATCH (c:Community {uid: row.community})
 UNWIND row.members AS member
 MATCH (e:Entity {uid: member})
-CREATE (e)-[:IN_COMMUNITY]->(c)"""
+MERGE (e)-[:IN_COMMUNITY]->(c)"""
+
+UNLINK_STALE_PARENTS: Final = """
+MATCH (c:Community {kbt: $kbt})-[r:PARENT]->(p:Community) WHERE c.kb = $kb AND coalesce($parent_of[c.uid], '') <> p.uid
+DELETE r"""
 
 LINK_PARENTS: Final = """
 UNWIND $rows AS row
 MATCH (c:Community {uid: row.child}), (p:Community {uid: row.parent})
-CREATE (c)-[:PARENT]->(p)"""
+MERGE (c)-[:PARENT]->(p)"""
 
 COMMUNITY_DIMENSIONS: Final = """
 MATCH (n:Community {kbt: $kbt}) WHERE n.kb = $kb AND n.embedding IS NOT NULL
@@ -257,6 +270,10 @@ RETURN DISTINCT size(n.embedding) AS dimension"""
 # -- lookups by id -------------------------------------------------------------------------------------------------
 
 GET_CHUNKS: Final = "UNWIND $uids AS uid MATCH (n:Chunk {uid: uid}) WITH n, 0.0 AS score\n" + _CHUNK_FIELDS
+CHUNK_EMBEDDINGS: Final = """
+UNWIND $uids AS uid
+MATCH (n:Chunk {uid: uid}) WHERE n.embedding IS NOT NULL
+RETURN n.id AS id, n.embedding AS embedding"""
 GET_ENTITIES: Final = "UNWIND $uids AS uid MATCH (n:Entity {uid: uid}) WITH n, 0.0 AS score\n" + _ENTITY_FIELDS
 
 RELATIONS_OF: Final = """

@@ -438,6 +438,13 @@ class Neo4jGraphStore:
         records = await self._read("get_entities", q.GET_ENTITIES, uids=uids)
         return [_entity(r) for r in _in_order(records, entity_ids)]
 
+    async def chunk_embeddings(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, Vector]:
+        if not chunk_ids:
+            return {}
+        uids = [node_uid(kb, c) for c in dict.fromkeys(chunk_ids)]
+        records = await self._read("chunk_embeddings", q.CHUNK_EMBEDDINGS, uids=uids)
+        return {r["id"]: np.asarray(r["embedding"], dtype=np.float32) for r in records}
+
     async def get_chunks(self, kb: str, chunk_ids: Sequence[str]) -> list[ChunkHit]:
         if not chunk_ids:
             return []

@@ -158,7 +158,10 @@ def _relation_values(mentions: list[RelationMention]) -> dict[str, Any]:
 async def replace_communities(tx: AsyncManagedTransaction, p: CommunityParams) -> None:
     await run(tx, q.LOCK_COMMUNITIES, **kb_scope(p.kb))
     await run(tx, q.DROP_OTHER_COMMUNITIES, **kb_scope(p.kb), keep=p.keep)
-    await run(tx, q.UNLINK_COMMUNITIES, **kb_scope(p.kb))
+    members_of = {row["community"]: row["members"] for row in p.members}
+    await run(tx, q.UNLINK_STALE_MEMBERS, **kb_scope(p.kb), members_of=members_of)
+    parent_of = {row["child"]: row["parent"] for row in p.parents}
+    await run(tx, q.UNLINK_STALE_PARENTS, **kb_scope(p.kb), parent_of=parent_of)
     if p.rows:
         await run(tx, q.WRITE_COMMUNITIES, **kb_scope(p.kb), rows=p.rows)
         await run(tx, q.LINK_MEMBERS, rows=p.members)
