@@ -11,8 +11,11 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
+from backend.application.chat.budgets import BudgetPolicy
 from backend.application.chat.chat_handler import ChatHandler
+from backend.application.chat.debug_middleware import DebugMiddleware
 from backend.application.chat.history import HistoryService
+from backend.application.chat.pipeline import EventPipeline
 from backend.application.chat.stream_handler import StreamHandler
 from backend.application.chat.turns import TurnLimits, TurnService
 from backend.application.feedback import FeedbackService
@@ -51,6 +54,7 @@ from backend.infrastructure.knowledge.loaders import FileDocumentLoader
 from backend.infrastructure.knowledge.locks import KbLocks
 from backend.infrastructure.knowledge_bases.catalog import KnowledgeBaseCatalog
 from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
+from backend.infrastructure.llm.accounted_model import AccountedChatModel
 from backend.infrastructure.llm.answering import AnswerGenerator, GeneralChat
 from backend.infrastructure.llm.completion_adapter import CoreCompletionModel
 from backend.infrastructure.llm.openai_compatible import OpenAICompatibleChatModel
@@ -125,7 +129,8 @@ def _build_chat_model(settings: Settings, stack: AsyncExitStack) -> ChatModel | 
         max_tokens=settings.llm_max_tokens,
     )
     stack.push_async_callback(model.aclose)
-    return model
+    # Every call of a request counts against its budget and lands in its debug log, secrets masked.
+    return AccountedChatModel(model, secrets=[settings.llm_api_key.get_secret_value()])
 
 
 async def _open_graph_store(settings: Settings, embedder: TextEmbedder, stack: AsyncExitStack) -> GraphStore:
@@ -241,11 +246,14 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
             pool.available_agent_types,
             TurnLimits(settings.max_message_chars, settings.history_max_messages),
         )
-        stream = StreamHandler(turns, router, ChatStreamExecutor(rag, generator, handlers))
+        budgets = BudgetPolicy(settings.request_max_model_calls, settings.request_timeout_s)
+        stream = StreamHandler(
+            turns, router, ChatStreamExecutor(rag, generator, handlers), EventPipeline([DebugMiddleware()]), budgets
+        )
         stack.push_async_callback(stream.drain)  # runs before the stores close (LIFO)
 
         yield ServiceContainer(
-            chat=ChatHandler(turns, router, GeneralChat(generator), rag),
+            chat=ChatHandler(turns, router, GeneralChat(generator), rag, budgets),
             stream=stream,
             history=HistoryService(store),
             feedback=FeedbackService(store),

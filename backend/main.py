@@ -16,6 +16,7 @@ def server_config(settings: Settings) -> ServerConfig:
         auth_mode=settings.auth_mode.value,
         api_keys=settings.api_key_map(),
         sse_heartbeat_s=settings.sse_heartbeat_s,
+        debug_level=settings.debug_level,
         max_body_bytes=settings.max_body_bytes,
         max_upload_bytes=settings.max_upload_bytes,
         admin_users=settings.admin_user_ids(),

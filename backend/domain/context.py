@@ -4,13 +4,19 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from backend.domain.debug import DebugLevel
+
 
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     request_id: str
     user_id: str
     session_id: str
-    debug: bool = False
+    debug_level: DebugLevel = DebugLevel.OFF
+
+    @property
+    def debug(self) -> bool:
+        return self.debug_level is not DebugLevel.OFF
 
     @property
     def thread_id(self) -> str:

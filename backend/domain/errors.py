@@ -79,3 +79,9 @@ class RetrievalFailed(GraphRagError):
     """Every retrieval agent of a plan failed or timed out."""
 
     code = "retrieval_failed"
+
+
+class BudgetExceeded(GraphRagError):
+    """A request used up one of its budgets (model calls, time); what it produced so far is kept."""
+
+    code = "budget_exceeded"

@@ -1,4 +1,10 @@
-"""Typed stream events (SPEC §5). The server turns them into the wire protocol in one place."""
+"""Typed stream events (SPEC §5, §10). Each protocol turns them into its wire format in one place.
+
+Most kinds are on the SSE wire as they are. Two are internal (`INTERNAL_KINDS`): the route decision and each
+finished retrieval, with everything a protocol or a middleware may want from them (AG-UI shows them as
+steps and tool calls, the debug middleware logs them); the SSE protocol shows them through `progress`
+events and, with debug, `execution_log`.
+"""
 
 from __future__ import annotations
 
@@ -7,6 +13,8 @@ from enum import StrEnum
 from typing import Any
 
 from backend.domain.conversation import Citation
+from backend.domain.retrieval import AgentRun
+from backend.domain.routing import RouteDecision
 
 
 class EventKind(StrEnum):
@@ -18,6 +26,11 @@ class EventKind(StrEnum):
     ERROR = "error"
     EXECUTION_LOG = "execution_log"
     DONE = "done"
+    ROUTED = "routed"
+    RETRIEVED = "retrieved"
+
+
+INTERNAL_KINDS = frozenset({EventKind.ROUTED, EventKind.RETRIEVED})
 
 
 class Stage(StrEnum):
@@ -82,6 +95,26 @@ class DoneEvent:
     kind: EventKind = field(default=EventKind.DONE, init=False)
 
 
+@dataclass(frozen=True, slots=True)
+class RoutedEvent:
+    """Internal: the router's decision for this message."""
+
+    message: str
+    decision: RouteDecision
+    duration_ms: float = 0.0
+    kind: EventKind = field(default=EventKind.ROUTED, init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class RetrievedEvent:
+    """Internal: one retrieval agent finished (with results or an error)."""
+
+    query: str
+    kb_prefix: str
+    run: AgentRun
+    kind: EventKind = field(default=EventKind.RETRIEVED, init=False)
+
+
 StreamEvent = (
     StartEvent
     | ProgressEvent
@@ -91,4 +124,6 @@ StreamEvent = (
     | ErrorEvent
     | ExecutionLogEvent
     | DoneEvent
+    | RoutedEvent
+    | RetrievedEvent
 )

@@ -5,12 +5,15 @@ from __future__ import annotations
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 
+from backend.domain.debug import DebugLevel
+
 
 @dataclass(frozen=True, slots=True)
 class ServerConfig:
     auth_mode: str = "api_key"  # "api_key" or "none" (development: user id from the request)
     api_keys: Mapping[str, str] = field(default_factory=dict, repr=False)  # key → user id; never printed
     sse_heartbeat_s: float = 15.0
+    debug_level: DebugLevel = DebugLevel.STANDARD  # what `"debug": true` in a chat request means
     max_body_bytes: int = 1_048_576
     max_upload_bytes: int = 52_428_800  # document uploads (POST /api/v1/kbs/{kb}/documents)
     admin_users: frozenset[str] = frozenset()  # may create KBs and ingest or delete documents

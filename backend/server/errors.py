@@ -11,6 +11,7 @@ from starlette.exceptions import HTTPException
 
 from backend.domain.errors import (
     AgentUnavailable,
+    BudgetExceeded,
     Conflict,
     Forbidden,
     GraphRagError,
@@ -37,6 +38,7 @@ STATUS_BY_ERROR: tuple[tuple[type[GraphRagError], int], ...] = (
     (ModelError, 502),
     (RetrievalFailed, 502),
     (StoreUnavailable, 503),
+    (BudgetExceeded, 504),  # the answer needed more model calls or time than a request may take
 )
 
 

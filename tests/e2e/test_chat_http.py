@@ -314,11 +314,18 @@ async def test_debug_requests_add_execution_logs_and_store_them(
     body = {"session_id": session, "message": FOUNDED, "debug": True}
     capture = await read_stream(client, "/api/v1/chat/stream", body)
     logs = [event["content"] for event in capture.of("execution_log")]
-    assert [log["node"] for log in logs] == ["route", "retrieval:naive_rag_agent"]
+    nodes = ["route", "retrieval:naive_rag_agent", "model_call", "timings"]  # DEBUG_LEVEL standard
+    assert [log["node"] for log in logs] == nodes
     assert logs[0]["output"]["worker_name"] == "orchard:naive_rag_agent:retrieve_only"
     assert logs[1]["output"]["results"] and logs[1]["duration_ms"] > 0
+    assert logs[2]["input"]["model"] and logs[2]["output"]["streamed"] is True  # the scripted model, over HTTP
+    assert logs[3]["output"]["completed"] is True and logs[3]["output"]["model_calls"] == 1
     messages = await wait_for_messages(client, session, 2)
     stored_nodes = [entry["node"] for entry in messages[1]["debug"]["execution_log"]]
-    assert stored_nodes == ["route", "retrieval:naive_rag_agent"]
+    assert stored_nodes == nodes and messages[1]["debug"]["debug_level"] == "standard"
+    basic = await read_stream(
+        client, "/api/v1/chat/stream", {"session_id": session, "message": FOUNDED, "debug": "basic"}
+    )
+    assert [event["content"]["node"] for event in basic.of("execution_log")] == ["timings"]
     plain = await read_stream(client, "/api/v1/chat/stream", {"session_id": session, "message": FOUNDED})
     assert "execution_log" not in plain.statuses

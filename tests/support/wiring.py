@@ -5,7 +5,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from backend.application.chat.budgets import BudgetPolicy
 from backend.application.chat.chat_handler import ChatHandler
+from backend.application.chat.pipeline import EventPipeline
 from backend.application.chat.stream_handler import StreamHandler
 from backend.application.chat.turns import TurnLimits, TurnService
 from backend.domain.knowledge_base import KnowledgeBase
@@ -41,6 +43,8 @@ def wire(
     store: InMemoryConversationStore | None = None,
     kbs: Sequence[KnowledgeBase] = DEFAULT_KBS,
     agent_timeout_s: float = 2.0,
+    pipeline: EventPipeline | None = None,
+    budgets: BudgetPolicy | None = None,
 ) -> Wired:
     catalog = static_catalog(kbs)
     store = store or InMemoryConversationStore()
@@ -51,7 +55,7 @@ def wire(
     turns = TurnService(store, catalog, pool.available_agent_types, TurnLimits(max_message_chars=2000))
     return Wired(
         store=store,
-        chat=ChatHandler(turns, router, GeneralChat(generator), rag),
-        stream=StreamHandler(turns, router, ChatStreamExecutor(rag, generator)),
+        chat=ChatHandler(turns, router, GeneralChat(generator), rag, budgets),
+        stream=StreamHandler(turns, router, ChatStreamExecutor(rag, generator), pipeline, budgets),
         agent=agent,
     )

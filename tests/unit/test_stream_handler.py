@@ -67,8 +67,10 @@ async def test_golden_event_sequence_of_a_rag_answer() -> None:
         "start",
         "progress:routing:0/1",
         "progress:routing:1/1",
+        "routed",  # internal: the SSE protocol leaves it out, AG-UI and the debug middleware use it
         "progress:retrieval:0/1",
         "progress:retrieval:1/1",
+        "retrieved",  # internal too
         "citations",
         "progress:generation:0/1",
         "token",
@@ -101,6 +103,7 @@ async def test_general_chat_uses_the_same_protocol_with_an_empty_plan() -> None:
         "start",
         "progress:routing:0/1",
         "progress:routing:1/1",
+        "routed",
         "progress:generation:0/1",
         "token",
         "token",

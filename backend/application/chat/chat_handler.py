@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from dataclasses import dataclass
 
+from backend.application.chat.budgets import BudgetPolicy
 from backend.application.chat.inputs import ChatInput
 from backend.application.chat.turns import AssistantDraft, PreparedTurn, TurnService, generation_request
 from backend.application.ports.generation import ChatCompletionPort, GeneratedAnswer, RAGExecutorPort
 from backend.application.ports.router import RouterPort
+from backend.domain.budget import budget_scope
 from backend.domain.context import RequestContext
 from backend.domain.conversation import Citation
-from backend.domain.errors import GraphRagError
+from backend.domain.errors import BudgetExceeded, GraphRagError
 from backend.domain.generation import GenerationMode
 from backend.domain.routing import RouteDecision
 
@@ -31,19 +34,30 @@ class ChatResult:
 
 class ChatHandler:
     def __init__(
-        self, turns: TurnService, router: RouterPort, completion: ChatCompletionPort, rag_executor: RAGExecutorPort
+        self,
+        turns: TurnService,
+        router: RouterPort,
+        completion: ChatCompletionPort,
+        rag_executor: RAGExecutorPort,
+        budgets: BudgetPolicy | None = None,
     ) -> None:
         self._turns = turns
         self._router = router
         self._completion = completion
         self._rag = rag_executor
+        self._budgets = budgets or BudgetPolicy()
 
     async def handle(self, context: RequestContext, chat_input: ChatInput) -> ChatResult:
         turn = await self._turns.prepare(context, chat_input)
         draft = AssistantDraft()
         try:
-            draft.decision = await self._route(turn)
-            answer = await self._answer(turn, draft.decision)
+            with budget_scope(self._budgets.new()) as budget:
+                try:
+                    async with asyncio.timeout(budget.timeout_s):
+                        draft.decision = await self._route(turn)
+                        answer = await self._answer(turn, draft.decision)
+                except TimeoutError:
+                    raise BudgetExceeded(f"this request ran longer than its limit of {budget.timeout_s:g} s") from None
         except GraphRagError as error:
             # Keep the turn consistent: the user message has an assistant reply marked as not completed.
             draft.error = error.message

@@ -61,6 +61,7 @@ class AssistantDraft:
     error: str | None = None
     completed: bool = False
     execution_log: list[dict[str, Any]] = field(default_factory=list)
+    debug: dict[str, Any] = field(default_factory=dict)  # what middlewares record about the run
 
     @property
     def content(self) -> str:
@@ -181,4 +182,4 @@ def _debug_record(draft: AssistantDraft) -> dict[str, Any]:
         record["error"] = draft.error
     if draft.execution_log:
         record["execution_log"] = draft.execution_log
-    return record
+    return record | draft.debug

@@ -10,6 +10,8 @@ from urllib.parse import quote
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
+from backend.domain.debug import DebugLevel
+
 
 class AuthMode(StrEnum):
     API_KEY = "api_key"
@@ -51,6 +53,9 @@ class Settings(BaseSettings):
     max_message_chars: int = Field(8000, alias="MAX_MESSAGE_CHARS", gt=0)
     max_body_bytes: int = Field(1_048_576, alias="MAX_BODY_BYTES", gt=0)
     sse_heartbeat_s: float = Field(15.0, alias="SSE_HEARTBEAT_S", gt=0)
+    debug_level: DebugLevel = Field(DebugLevel.STANDARD, alias="DEBUG_LEVEL")
+    request_max_model_calls: int | None = Field(16, alias="REQUEST_MAX_MODEL_CALLS", ge=1)
+    request_timeout_s: float | None = Field(300.0, alias="REQUEST_TIMEOUT_S", gt=0)
 
     # Identity
     auth_mode: AuthMode = Field(AuthMode.API_KEY, alias="AUTH_MODE")

@@ -7,15 +7,15 @@ stores what was produced so far as a partial answer.
 
 from __future__ import annotations
 
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
 from backend.application.ports.generation import GenerationRequest
 from backend.domain.events import (
     CitationsEvent,
-    ExecutionLogEvent,
     ProgressEvent,
     ReasoningEvent,
+    RetrievedEvent,
     Stage,
     StreamEvent,
     TokenEvent,
@@ -79,20 +79,4 @@ class ChatStreamExecutor:
                     agent_type=run.agent_type,
                     retrieval_count=len(run.results),
                 )
-                if request.context.debug:
-                    yield _run_log(request.message, run)
-
-
-def _run_log(query: str, run: AgentRun) -> ExecutionLogEvent:
-    return ExecutionLogEvent(
-        node=f"retrieval:{run.agent_type}",
-        input={"query": query, "worker_name": run.worker_name},
-        output={"results": _result_ids(run.results), "error": run.error, "reference": run.reference},
-        duration_ms=run.duration_ms,
-    )
-
-
-def _result_ids(results: Sequence[RetrievalResult]) -> list[dict[str, object]]:
-    return [
-        {"id": result.result_id, "title": result.source.title, "score": round(result.score, 4)} for result in results
-    ]
+                yield RetrievedEvent(request.message, request.kb_prefix, run)

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend.application.chat.inputs import ChatInput
+from backend.domain.debug import DebugLevel
 
 
 class _Body(BaseModel):
@@ -19,8 +20,15 @@ class ChatRequest(_Body):
     kb_prefix: str | None = Field(None, max_length=64)
     agent_type: str | None = Field(None, max_length=64)
     worker_name: str | None = Field(None, max_length=200, description="{kb}:{agent_type}:retrieve_only")
-    debug: bool = False
+    debug: bool | DebugLevel = Field(
+        False, description="true: the server's DEBUG_LEVEL; or a level: off, basic, standard, full"
+    )
     user_id: str | None = Field(None, max_length=128, description="development mode only (AUTH_MODE=none)")
+
+    def debug_level(self, default: DebugLevel) -> DebugLevel:
+        if isinstance(self.debug, DebugLevel):
+            return self.debug
+        return default if self.debug else DebugLevel.OFF
 
     def to_input(self) -> ChatInput:
         return ChatInput(

@@ -11,6 +11,7 @@ from sse_starlette import ServerSentEvent
 from backend.application.chat.turns import PreparedTurn
 from backend.application.services import ServiceContainer
 from backend.domain.context import RequestContext
+from backend.domain.events import INTERNAL_KINDS
 from backend.server.deps import ConfigDep, PrincipalDep, RequestIdDep, ServicesDep
 from backend.server.models.requests import ChatRequest
 from backend.server.models.responses import ChatResponse
@@ -20,20 +21,25 @@ from backend.server.sse import EventStreamResponse
 router = APIRouter(prefix="/api/v1", tags=["chat"])
 
 
-def _context(body: ChatRequest, principal: PrincipalDep, request_id: str) -> RequestContext:
+def _context(body: ChatRequest, principal: PrincipalDep, request_id: str, config: ConfigDep) -> RequestContext:
     return RequestContext(
         request_id=request_id,
         user_id=principal.resolve_user(body.user_id),
         session_id=body.session_id,
-        debug=body.debug,
+        debug_level=body.debug_level(config.debug_level),
     )
 
 
 @router.post("/chat", response_model=ChatResponse)
 async def chat(
-    body: ChatRequest, services: ServicesDep, principal: PrincipalDep, request_id: RequestIdDep, response: Response
+    body: ChatRequest,
+    services: ServicesDep,
+    config: ConfigDep,
+    principal: PrincipalDep,
+    request_id: RequestIdDep,
+    response: Response,
 ) -> ChatResponse:
-    context = _context(body, principal, request_id)
+    context = _context(body, principal, request_id, config)
     result = await services.chat.handle(context, body.to_input())
     response.headers["X-Request-ID"] = request_id
     return ChatResponse.of(result, body.session_id, request_id)
@@ -45,7 +51,8 @@ async def _frames(services: ServiceContainer, turn: PreparedTurn) -> AsyncIterat
     # so its partial answer is stored promptly.
     async with aclosing(services.stream.events(turn)) as events:
         async for event in events:
-            yield normalizer.frame(event)
+            if event.kind not in INTERNAL_KINDS:  # the route and retrievals show as progress (and debug) events
+                yield normalizer.frame(event)
 
 
 @router.post(
@@ -56,7 +63,7 @@ async def _frames(services: ServiceContainer, turn: PreparedTurn) -> AsyncIterat
 async def chat_stream(
     body: ChatRequest, services: ServicesDep, config: ConfigDep, principal: PrincipalDep, request_id: RequestIdDep
 ) -> EventStreamResponse:
-    context = _context(body, principal, request_id)
+    context = _context(body, principal, request_id, config)
     # Validation and the user message happen before the stream opens: bad input is a plain 4xx.
     turn = await services.stream.prepare(context, body.to_input())
     return EventStreamResponse(
