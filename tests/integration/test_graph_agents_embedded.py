@@ -91,14 +91,22 @@ async def test_multi_hop_questions_find_every_supporting_passage(
     assert set(question["gold_titles"]) <= set(chunk_titles(trace)[:8]), chunk_titles(trace)
 
 
-async def test_plain_chunk_retrieval_misses_bridges_the_graph_agents_find(store: EmbeddedGraphStore) -> None:
+async def test_plain_chunk_retrieval_misses_bridges_the_graph_agents_find_or_reaches_them_by_feedback(
+    store: EmbeddedGraphStore,
+) -> None:
     naive = NaiveRagAgent(KB.kb_prefix, store, shared_minilm())
     missed = [
         q["id"]
         for q in questions()
         if not set(q["gold_titles"]) <= set(chunk_titles(await naive.retrieve_with_trace(q["question"], "t")))
     ]
-    assert {"2w-dev-003", "2w-dev-010"} <= set(missed)
+    assert "2w-dev-010" in missed
+    # 2w-dev-003's bridge passage shares no word with the question: only the feedback search reaches it.
+    bridge = next(q for q in questions() if q["id"] == "2w-dev-003")
+    trace = await naive.retrieve_with_trace(bridge["question"], "t")
+    gold = [r["metadata"] for r in trace["retrieval_results"] if r["source"]["title"] in bridge["gold_titles"]]
+    assert "2w-dev-003" not in missed
+    assert any(m["fulltext_rank"] is None and m["vector_rank"] is None and m["feedback_rank"] for m in gold)
 
 
 @pytest.mark.parametrize("agent_type", AGENT_TYPES)
