@@ -48,7 +48,11 @@ class RequestBudget:
 
     def check_time(self) -> None:
         if self.timeout_s is not None and time.monotonic() - self.started > self.timeout_s:
-            raise BudgetExceeded(f"this request ran longer than its limit of {self.timeout_s:g} s")
+            raise self.overtime()
+
+    def overtime(self) -> BudgetExceeded:
+        """The error of a request that ran past its time limit."""
+        return BudgetExceeded(f"this request ran longer than its limit of {self.timeout_s:g} s")
 
     def model_calls(self) -> Sequence[ModelCall]:
         return tuple(self.calls)

@@ -14,7 +14,7 @@ from backend.application.ports.router import RouterPort
 from backend.domain.budget import budget_scope
 from backend.domain.context import RequestContext
 from backend.domain.conversation import Citation
-from backend.domain.errors import BudgetExceeded, GraphRagError
+from backend.domain.errors import GraphRagError
 from backend.domain.generation import GenerationMode
 from backend.domain.routing import RouteDecision
 
@@ -57,7 +57,7 @@ class ChatHandler:
                         draft.decision = await self._route(turn)
                         answer = await self._answer(turn, draft.decision)
                 except TimeoutError:
-                    raise BudgetExceeded(f"this request ran longer than its limit of {budget.timeout_s:g} s") from None
+                    raise budget.overtime() from None
         except GraphRagError as error:
             # Keep the turn consistent: the user message has an assistant reply marked as not completed.
             draft.error = error.message

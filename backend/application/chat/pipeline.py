@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -69,10 +69,6 @@ class EventPipeline:
     def __init__(self, middlewares: Sequence[EventMiddleware] = ()) -> None:
         self._middlewares = tuple(middlewares)
 
-    @property
-    def middlewares(self) -> tuple[EventMiddleware, ...]:
-        return self._middlewares
-
     async def start(self, run: Run) -> None:
         for middleware in self._middlewares:
             try:
@@ -104,13 +100,6 @@ class EventPipeline:
             for event in produced:
                 added.extend(later.process(run, event))
         return added
-
-    async def run(self, run: Run, events: AsyncIterator[StreamEvent]) -> AsyncIterator[StreamEvent]:
-        """`events` through the chain (for a caller that needs no say at the run's end)."""
-        await self.start(run)
-        async for event in events:
-            for processed in self.process(run, event):
-                yield processed
 
     @staticmethod
     def _one(middleware: EventMiddleware, run: Run, event: StreamEvent) -> tuple[StreamEvent, ...]:
