@@ -183,6 +183,14 @@ WITH DISTINCT true AS done"""
     + _MERGE_INPUTS
 )
 
+# Write locks on the entities a delete touches, taken (in id order) before their remaining mentions are read:
+# two deletes that share an entity or relation would otherwise each merge what they saw before the other's
+# commit, and the later one would write back a mention the earlier one removed.
+LOCK_ENTITIES: Final = """
+UNWIND $entity_uids AS uid
+MATCH (e:Entity {uid: uid})
+SET e._lock = true REMOVE e._lock"""
+
 DELETE_DOCUMENT: Final = (
     _REMOVE_DOCUMENT_CONTENT
     + """

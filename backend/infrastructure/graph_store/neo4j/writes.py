@@ -68,7 +68,8 @@ async def delete_document(tx: AsyncManagedTransaction, kb: str, doc_id: str) -> 
     if not state["exists"]:
         return False
     pairs = _pair_keys(kb, {(s, t) for s, t in state["pairs"]})
-    entity_uids = [node_uid(kb, e) for e in sorted(state["entity_ids"])]
+    entity_uids = sorted(node_uid(kb, e) for e in state["entity_ids"])
+    await run(tx, q.LOCK_ENTITIES, entity_uids=entity_uids)
     [inputs] = await run(tx, q.DELETE_DOCUMENT, uid=uid, entity_uids=entity_uids, pairs=sorted(pairs))
     await _apply_merges(tx, kb, inputs, pairs)
     return True
