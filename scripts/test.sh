@@ -1,5 +1,6 @@
 #!/usr/bin/env bash
 # The whole test suite: lint, types, and pytest against real Postgres and the scripted model server.
+# Installs the JavaScript clients (tests/js) and Chromium when missing.
 # Starts the local Postgres (POSTGRES_TEST_DSN unset) and a Neo4j 5.26 test server (NEO4J_TEST_URI unset,
 # stopped again on exit). Extra arguments go to pytest.
 set -euo pipefail
@@ -31,6 +32,15 @@ if [ -z "${NEO4J_TEST_URI:-}" ]; then
   else
     log "warning: no local Neo4j; Neo4j tests use testcontainers or are skipped"
   fi
+fi
+
+if services="$(scripts/services/clients.sh)"; then
+  eval "$services"  # CHROMIUM_PATH; the npm clients are in tests/js/node_modules
+elif [ "${REQUIRE_REAL_SERVICES:-0}" = "1" ]; then
+  log "error: the JavaScript clients and Chromium are required (REQUIRE_REAL_SERVICES=1) and could not be installed"
+  exit 1
+else
+  log "warning: no JavaScript clients or Chromium; the AG-UI client and web page tests are skipped"
 fi
 
 log "ruff"; ruff check backend tests benchmarks; ruff format --check --quiet backend tests benchmarks

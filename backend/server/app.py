@@ -9,7 +9,8 @@ from typing import Any
 from fastapi import FastAPI
 
 from backend.application.services import ServiceContainer
-from backend.server.api import health
+from backend.server import web
+from backend.server.api import agui, health, openai_facade
 from backend.server.api.rest.v1 import chat, feedback, history, knowledge_bases
 from backend.server.body_limit import BodySizeLimit
 from backend.server.config import ServerConfig
@@ -33,6 +34,6 @@ def create_app(open_services: OpenServices, config: ServerConfig) -> FastAPI:
     app.add_middleware(BodySizeLimit, limit_for=config.limit_for)
     app.state.server_config = config
     install_error_handlers(app)
-    for module in (chat, history, feedback, knowledge_bases, health):
+    for module in (chat, history, feedback, knowledge_bases, health, agui, openai_facade, web):
         app.include_router(module.router)
     return app

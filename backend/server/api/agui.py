@@ -1,0 +1,7 @@
+"""POST /api/v1/agui: the AG-UI protocol (placeholder, being built)."""
+
+from __future__ import annotations
+
+from fastapi import APIRouter
+
+router = APIRouter(tags=["ag-ui"])
