@@ -47,6 +47,7 @@ GOAL_R_AT_5 = 0.90
 GOAL_LIHUA_MULTI = 0.60
 GOAL_LIHUA_SINGLE = 0.90
 GOAL_RATIO = 1.5
+GOAL_AGUI_US = 50.0
 GOAL_STREAMS = 200
 GOAL_INDEX_S = 180.0
 GOAL_RSS_MIB = 1536.0
@@ -202,6 +203,7 @@ def load_inputs(results: Path) -> Inputs:
         "graph_indexing": first_source(graph_indexing_candidates(results), notes),
         "streaming_latency": one("streaming_latency"),
         "llm_token_parse": one("llm_token_parse"),
+        "agui_overhead": one("agui_overhead"),
         "concurrency": one("concurrency", "concurrency_quick"),
         "history_store": one("history_store", "history_store_quick"),
         "podcast_indexing": one("podcast_indexing", "podcast_indexing_quick"),
@@ -368,11 +370,22 @@ def streaming_section(inputs: Inputs) -> dict[str, Any]:
     section["passthrough_ratio_of"] = "server CPU per streamed token, ours / bare FastAPI pass-through"
     section["passthrough"] = side("passthrough")
     section["model_client_cpu_us_per_token"] = model_client(parse)
+    section["agui"] = agui_overhead(inputs.sources.get("agui_overhead"))
     section["source"] = source.describe() if source else None
     section["model_client_source"] = parse.describe() if parse else None
     if source is None:
         section["note"] = missing("streaming_latency")
     return section
+
+
+def agui_overhead(source: Source | None) -> dict[str, Any]:
+    """CPU per AG-UI event over the internal stream: the whole run (mostly token frames) and its other events."""
+    data = source.data if source else None
+    return {
+        "us_per_event_whole_run": num(dig(data, "results", "whole_run", "agui_overhead_us_per_event")),
+        "us_per_event_structured": num(dig(data, "results", "structured_events_only", "agui_overhead_us_per_event")),
+        "source": source.describe() if source else None,
+    }
 
 
 def model_client(source: Source | None) -> dict[str, float | None]:
@@ -634,7 +647,17 @@ def streaming_goals(latest: dict[str, Any]) -> list[Goal]:
     cpu = streaming["passthrough_ratio"]
     text = f"streaming within {GOAL_RATIO}x of the pass-through (server CPU per token)"
     ok = None if cpu is None else cpu <= GOAL_RATIO
-    return [Goal(text, f"{fmt(cpu, '.2f')}x", cpu, verdict(ok), source_label(streaming)), *concurrency_goals(conc)]
+    cpu_goal = Goal(text, f"{fmt(cpu, '.2f')}x", cpu, verdict(ok), source_label(streaming))
+    return [cpu_goal, agui_goal(streaming["agui"]), *concurrency_goals(conc)]
+
+
+def agui_goal(agui: dict[str, Any]) -> Goal:
+    whole, structured = agui["us_per_event_whole_run"], agui["us_per_event_structured"]
+    worst = None if whole is None or structured is None else max(whole, structured)
+    measured = f"{fmt(whole, '.1f')} µs (whole run), {fmt(structured, '.1f')} µs (non-token events)"
+    ok = None if worst is None else worst < GOAL_AGUI_US
+    text = f"AG-UI overhead per event over the internal stream < {GOAL_AGUI_US:.0f} µs"
+    return Goal(text, measured, worst, verdict(ok), source_label(agui))
 
 
 def concurrency_goals(conc: dict[str, Any]) -> list[Goal]:
@@ -1243,6 +1266,14 @@ def streaming_markdown(latest: dict[str, Any], plots: dict[str, Path], report: P
         cells = ", ".join(f"{m} {fmt(v, '.1f')}" for m, v in client.items())
         label = source_label({"source": s["model_client_source"]})
         parts += ["", f"Model client CPU per streamed token (µs, {label}): {cells}."]
+    agui = s.get("agui") or {}
+    if agui.get("source"):
+        parts += [
+            "",
+            f"AG-UI translation CPU per event ({source_label(agui)}): "
+            f"{fmt(agui['us_per_event_whole_run'], '.1f')} µs over a whole run (token frames dominate), "
+            f"{fmt(agui['us_per_event_structured'], '.1f')} µs for the other events (steps, tool calls, citations).",
+        ]
     return "\n".join([*parts, "", figure_block("streaming", plots, report, streaming_sentence(latest))])
 
 

@@ -21,7 +21,7 @@ source "$(dirname "$0")/lib/env.sh"
 cd "$ROOT"
 
 # In order; the report reads whatever they wrote.
-MODULES=(retrieval_quality graph_indexing streaming_latency llm_token_parse concurrency history_store podcast_indexing)
+MODULES=(retrieval_quality graph_indexing streaming_latency llm_token_parse agui_overhead concurrency history_store podcast_indexing)
 
 QUICK=0
 DRY_RUN=0
@@ -56,7 +56,7 @@ module_args() {
     graph_indexing)  # Neo4j's start, build and writes alone take the quick budget: the full run measures it
       if [ "$QUICK" = 1 ]; then echo --store embedded --quick; else echo --store both; fi ;;
     retrieval_quality | concurrency | history_store | podcast_indexing) echo "${quick[@]}" ;;
-    *) echo ;;  # streaming_latency, llm_token_parse: no quick mode (under a minute each)
+    *) echo ;;  # streaming_latency, llm_token_parse, agui_overhead: no quick mode (under a minute each)
   esac
 }
 

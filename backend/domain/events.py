@@ -13,7 +13,7 @@ from enum import StrEnum
 from typing import Any
 
 from backend.domain.conversation import Citation
-from backend.domain.retrieval import AgentRun
+from backend.domain.retrieval import AgentRun, RagRunSpec
 from backend.domain.routing import RouteDecision
 
 
@@ -97,11 +97,12 @@ class DoneEvent:
 
 @dataclass(frozen=True, slots=True)
 class RoutedEvent:
-    """Internal: the router's decision for this message."""
+    """Internal: the router's decision for this message, and the retrievals it plans (in plan order)."""
 
     message: str
     decision: RouteDecision
     duration_ms: float = 0.0
+    plan: tuple[RagRunSpec, ...] = ()
     kind: EventKind = field(default=EventKind.ROUTED, init=False)
 
 

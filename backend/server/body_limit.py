@@ -5,10 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from starlette.exceptions import HTTPException
-from starlette.responses import JSONResponse
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from backend.server.errors import error_body
+from backend.server.errors import error_response
 
 
 class BodySizeLimit:
@@ -26,7 +25,7 @@ class BodySizeLimit:
         too_large = f"the request body is larger than {max_bytes} bytes"
         declared = dict(scope["headers"]).get(b"content-length")
         if declared is not None and declared.isdigit() and int(declared) > max_bytes:
-            response = JSONResponse(error_body("payload_too_large", too_large), status_code=413)
+            response = error_response(scope["path"], 413, "payload_too_large", too_large)
             await response(scope, receive, send)
             return
         received = 0

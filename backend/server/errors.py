@@ -1,8 +1,15 @@
-"""The one place where domain errors become HTTP responses: `{"error": {"code", "message"}}`."""
+"""The one place where errors become HTTP responses.
+
+Every route answers `{"error": {"code", "message"}}`, except the OpenAI-compatible facade (paths under `/v1/`),
+which answers in OpenAI's shape `{"error": {"message", "type", "param", "code"}}` so that OpenAI SDKs and chat
+front ends understand its errors. Status codes are the same for both.
+"""
 
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
+from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
@@ -49,8 +56,66 @@ def status_for(error: GraphRagError) -> int:
     return 500
 
 
+def status_for_code(code: str) -> int:
+    """The status of the error class with this `code`, for errors that travel as a code (in-stream events)."""
+    pending: list[type[GraphRagError]] = [GraphRagError]
+    while pending:
+        error_type = pending.pop()
+        if error_type.code == code:
+            return next((status for known, status in STATUS_BY_ERROR if issubclass(error_type, known)), 500)
+        pending.extend(error_type.__subclasses__())
+    return 500
+
+
 def error_body(code: str, message: str) -> dict[str, dict[str, str]]:
     return {"error": {"code": code, "message": message}}
+
+
+OPENAI_PATH_PREFIX = "/v1/"
+
+
+def openai_error_type(status: int) -> str:
+    """OpenAI's error `type` for a status (OpenAI itself says invalid_request_error for an unknown model)."""
+    if status == 401:
+        return "authentication_error"
+    if status == 403:
+        return "permission_error"
+    if status == 429:
+        return "rate_limit_error"
+    return "invalid_request_error" if status < 500 else "server_error"
+
+
+def openai_error_body(status: int, code: str, message: str, param: str | None = None) -> dict[str, dict[str, Any]]:
+    return {"error": {"message": message, "type": openai_error_type(status), "param": param, "code": code}}
+
+
+def is_openai_path(path: str) -> bool:
+    return path == OPENAI_PATH_PREFIX.rstrip("/") or path.startswith(OPENAI_PATH_PREFIX)
+
+
+def error_response(
+    path: str,
+    status: int,
+    code: str,
+    message: str,
+    *,
+    param: str | None = None,
+    headers: Mapping[str, str] | None = None,
+) -> JSONResponse:
+    """An error for a request to `path`, in the shape that path's clients read."""
+    if is_openai_path(path):
+        return JSONResponse(openai_error_body(status, code, message, param), status_code=status, headers=headers)
+    return JSONResponse(error_body(code, message), status_code=status, headers=headers)
+
+
+def _param_path(location: Sequence[int | str]) -> str:
+    """`("body", "messages", 0, "role")` → `messages[0].role`, the way OpenAI names a request field."""
+    path = ""
+    for part in location:
+        if part == "body":
+            continue
+        path += f"[{part}]" if isinstance(part, int) else (f".{part}" if path else str(part))
+    return path
 
 
 async def _domain_error(request: Request, error: Exception) -> JSONResponse:
@@ -59,30 +124,44 @@ async def _domain_error(request: Request, error: Exception) -> JSONResponse:
     if status >= 500:
         logger.warning("%s %s → %d %s: %s", request.method, request.url.path, status, error.code, error.message)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
-    return JSONResponse(error_body(error.code, error.message), status_code=status, headers=headers)
+    # An error may name the request field it is about (the OpenAI facade's errors do).
+    param = getattr(error, "param", None)
+    return error_response(
+        request.url.path,
+        status,
+        error.code,
+        error.message,
+        param=param if isinstance(param, str) else None,
+        headers=headers,
+    )
 
 
 async def _validation_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, RequestValidationError)
     problems = error.errors()
     if any(problem.get("type") == "json_invalid" for problem in problems):
-        return JSONResponse(error_body("malformed_json", "the request body is not valid JSON"), status_code=400)
+        return error_response(request.url.path, 400, "malformed_json", "the request body is not valid JSON")
     details = "; ".join(
         f"{'.'.join(str(part) for part in problem.get('loc', ()) if part != 'body')}: {problem.get('msg', '')}"
         for problem in problems
     )
-    return JSONResponse(error_body("validation_error", details or "invalid request"), status_code=422)
+    # OpenAI answers a malformed request with 400; this API has always said 422.
+    status = 400 if is_openai_path(request.url.path) else 422
+    param = _param_path(problems[0].get("loc", ())) if problems else None
+    return error_response(
+        request.url.path, status, "validation_error", details or "invalid request", param=param or None
+    )
 
 
 async def _http_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, HTTPException)
     code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(error.status_code, "http_error")
-    return JSONResponse(error_body(code, str(error.detail)), status_code=error.status_code, headers=error.headers)
+    return error_response(request.url.path, error.status_code, code, str(error.detail), headers=error.headers)
 
 
 async def _unexpected_error(request: Request, error: Exception) -> JSONResponse:
     logger.exception("unhandled error on %s %s", request.method, request.url.path)
-    return JSONResponse(error_body("internal_error", "internal server error"), status_code=500)
+    return error_response(request.url.path, 500, "internal_error", "internal server error")
 
 
 def install_error_handlers(app: FastAPI) -> None:

@@ -2,8 +2,12 @@
 
 from __future__ import annotations
 
-from sse_starlette import EventSourceResponse
+from collections.abc import AsyncIterator, Mapping
+
+from sse_starlette import EventSourceResponse, ServerSentEvent
 from starlette.types import Message, Send
+
+PING_FRAME_COMMENT = "ping"
 
 
 class EventStreamResponse(EventSourceResponse):
@@ -20,3 +24,14 @@ class EventStreamResponse(EventSourceResponse):
             await send(message)
         else:
             await super()._send_with_timeout(send, message)
+
+
+def event_stream(frames: AsyncIterator[bytes], heartbeat_s: float, headers: Mapping[str, str]) -> EventStreamResponse:
+    """A stream of ready-made frames with LF separators, a `: ping` comment while idle and no caching."""
+    return EventStreamResponse(
+        frames,
+        sep="\n",
+        ping=heartbeat_s,
+        ping_message_factory=lambda: ServerSentEvent(comment=PING_FRAME_COMMENT, sep="\n"),
+        headers={**headers, "Cache-Control": "no-cache"},
+    )

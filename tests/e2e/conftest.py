@@ -1,15 +1,19 @@
-"""A sample knowledge base ingested once per test session, copied into each test's data directory."""
+"""A sample knowledge base ingested once per test session, copied into each test's data directory, and the
+live server over it with the scripted model."""
 
 from __future__ import annotations
 
 import asyncio
 import shutil
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import httpx
 import pytest
 
 from backend.bootstrap import GRAPH_DB, open_knowledge_service
-from tests.support.live_server import make_settings
+from tests.support.live_server import LiveServer, live_server, llm_settings, make_settings
+from tests.support.scripted_llm import ScriptedLLM
 
 SAMPLE_DOCUMENTS = Path(__file__).resolve().parents[2] / "samples" / "orchard" / "documents"
 
@@ -35,3 +39,15 @@ def data_dir(tmp_path: Path, orchard_knowledge: Path) -> Path:
     target.mkdir()
     shutil.copy(orchard_knowledge, target / GRAPH_DB)
     return target
+
+
+@pytest.fixture
+def server(data_dir: Path, scripted_llm: ScriptedLLM) -> Iterator[LiveServer]:
+    with live_server(make_settings(data_dir, **llm_settings(scripted_llm))) as running:
+        yield running
+
+
+@pytest.fixture
+async def client(server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
+    async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
+        yield http

@@ -12,7 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.live_server import LiveServer, live_server, make_settings
+from tests.support.live_server import live_server, llm_settings, make_settings
 from tests.support.scripted_llm import Reply, ScriptedLLM
 from tests.support.sse import read_stream
 
@@ -21,16 +21,6 @@ FOUNDED = "When was Wrenfield Orchard founded, and by whom?"
 
 def new_session() -> str:
     return "s-" + uuid.uuid4().hex[:12]
-
-
-def llm_settings(llm: ScriptedLLM) -> dict[str, Any]:
-    return {
-        "LLM_BASE_URL": llm.base_url,
-        "LLM_MODEL": "scripted-model",
-        "LLM_API_KEY": "test-key",
-        "LLM_STREAM_IDLE_TIMEOUT_S": 2,
-        "LLM_MAX_RETRIES": 0,
-    }
 
 
 async def history(client: httpx.AsyncClient, session: str, **params: str) -> httpx.Response:
@@ -44,18 +34,6 @@ async def wait_for_messages(client: httpx.AsyncClient, session: str, count: int)
             return list(response.json()["messages"])
         await asyncio.sleep(0.025)
     raise AssertionError(f"{session} never reached {count} messages")
-
-
-@pytest.fixture
-def server(data_dir: Path, scripted_llm: ScriptedLLM):  # type: ignore[no-untyped-def]
-    with live_server(make_settings(data_dir, **llm_settings(scripted_llm))) as running:
-        yield running
-
-
-@pytest.fixture
-async def client(server: LiveServer):  # type: ignore[no-untyped-def]
-    async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
-        yield http
 
 
 async def test_streamed_answer_cites_before_the_first_token_and_tokens_arrive_as_emitted(

@@ -43,6 +43,18 @@ def make_settings(data_dir: Path, **overrides: Any) -> Settings:
     return Settings(_env_file=None, **values)  # type: ignore[call-arg]
 
 
+def llm_settings(llm: Any) -> dict[str, Any]:
+    """Settings that point the server at a scripted model server (tests/support/scripted_llm.py): no retries,
+    a short stall timeout, so failure tests are quick."""
+    return {
+        "LLM_BASE_URL": llm.base_url,
+        "LLM_MODEL": "scripted-model",
+        "LLM_API_KEY": "test-key",
+        "LLM_STREAM_IDLE_TIMEOUT_S": 2,
+        "LLM_MAX_RETRIES": 0,
+    }
+
+
 class LiveServer:
     def __init__(self, settings: Settings) -> None:
         self.port = free_port()

@@ -5,6 +5,8 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from backend.application.ports.generation import HistoryTurn
+
 SESSION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 
 
@@ -17,6 +19,10 @@ class ChatInput:
     # `{kb}:{agent}:retrieve_only`; when given it is authoritative over kb_prefix and agent_type,
     # and "" explicitly asks for general chat.
     worker_name: str | None = None
+    # Earlier turns (oldest first, user and assistant only) supplied by the caller. When given they are
+    # what the model sees instead of the stored conversation: stateless callers (the OpenAI facade)
+    # carry the conversation in each request. The turn itself is still stored as usual.
+    history: tuple[HistoryTurn, ...] | None = None
 
 
 @dataclass(frozen=True, slots=True)

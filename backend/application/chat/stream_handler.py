@@ -124,10 +124,11 @@ class StreamHandler:
             requested_kb=turn.requested.kb_prefix,
             agent_type=turn.requested.agent_type,
         )
-        routed = RoutedEvent(turn.message, draft.decision, round((time.perf_counter() - started) * 1000, 3))
+        duration_ms = round((time.perf_counter() - started) * 1000, 3)
+        request = generation_request(turn, draft.decision)
         yield ProgressEvent(Stage.ROUTING, completed=1, total=1)
-        yield routed
-        async with aclosing(self._executor.stream(generation_request(turn, draft.decision))) as events:
+        yield RoutedEvent(turn.message, draft.decision, duration_ms, request.plan)
+        async with aclosing(self._executor.stream(request)) as events:
             async for event in events:
                 yield event
 

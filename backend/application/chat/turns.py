@@ -30,6 +30,8 @@ from backend.domain.retrieval import RagRunSpec
 from backend.domain.routing import RouteDecision
 from backend.domain.worker_name import parse_worker_name
 
+_HISTORY_ROLES = frozenset({Role.USER, Role.ASSISTANT})
+
 
 @dataclass(frozen=True, slots=True)
 class TurnLimits:
@@ -88,6 +90,8 @@ class TurnService:
         if len(message) > self._limits.max_message_chars:
             raise InvalidRequest(f"message is longer than {self._limits.max_message_chars} characters")
         validate_session_id(chat_input.session_id)
+        if chat_input.history is not None and any(turn.role not in _HISTORY_ROLES for turn in chat_input.history):
+            raise InvalidRequest("history may only hold user and assistant turns")
         kb_prefix, agent_type = self._requested(chat_input)
         if kb_prefix not in (None, "", GENERAL_KB) and await self._catalog.get(kb_prefix) is None:
             raise UnknownKnowledgeBase(f"unknown knowledge base {kb_prefix!r}")
@@ -123,7 +127,10 @@ class TurnService:
             conversation_id,
             NewMessage(Role.USER, chat_input.message.strip(), request_id=context.request_id),
         )
-        history = await self._history(conversation_id, exclude_id=user_message.id)
+        if chat_input.history is None:
+            history = await self._history(conversation_id, exclude_id=user_message.id)
+        else:
+            history = self._given_history(chat_input.history)
         return PreparedTurn(context, conversation_id, user_message, requested, history)
 
     async def _history(self, conversation_id: str, exclude_id: str) -> tuple[HistoryTurn, ...]:
@@ -135,6 +142,12 @@ class TurnService:
             for message in earlier
             if message.id != exclude_id and message.content
         )[-self._limits.history_max_messages :]
+
+    def _given_history(self, given: tuple[HistoryTurn, ...]) -> tuple[HistoryTurn, ...]:
+        """The caller's turns under the same limit as stored history, so both paths prompt alike."""
+        if self._limits.history_max_messages == 0:
+            return ()
+        return tuple(turn for turn in given if turn.content)[-self._limits.history_max_messages :]
 
     async def save_answer(self, turn: PreparedTurn, draft: AssistantDraft) -> StoredMessage:
         return await self._store.append_message(

@@ -1,7 +1,102 @@
-"""POST /api/v1/agui: the AG-UI protocol (placeholder, being built)."""
+"""POST /api/v1/agui: the chat turn in the AG-UI protocol 1.0 (docs/protocols/agui.md).
+
+The body is a `RunAgentInput`; the response is the run's AG-UI events over SSE. Validation and the user message
+happen before the stream opens, so bad input is a plain 4xx. `/api/v1/agui/{kb}` and `/api/v1/agui/{kb}/{agent}`
+bind the endpoint to a KB (and agent), for front ends that configure one agent URL per assistant.
+"""
 
 from __future__ import annotations
 
+import logging
+import re
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import aclosing
+from typing import Any
+
+from ag_ui.core import RunAgentInput
 from fastapi import APIRouter
 
-router = APIRouter(tags=["ag-ui"])
+from backend.application.chat.turns import PreparedTurn
+from backend.application.services import ServiceContainer
+from backend.domain.context import RequestContext
+from backend.domain.debug import DebugLevel
+from backend.server.agui.inputs import run_from_input
+from backend.server.agui.translator import AguiTranslator, encode
+from backend.server.deps import ConfigDep, PrincipalDep, ServicesDep
+from backend.server.sse import EventStreamResponse, event_stream
+
+logger = logging.getLogger(__name__)
+
+router = APIRouter(prefix="/api/v1", tags=["ag-ui"])
+
+_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
+STREAM_FAILED = "the run's event stream failed; what was generated so far has been kept"
+
+
+async def _frames(services: ServiceContainer, turn: PreparedTurn, translator: AguiTranslator) -> AsyncIterator[bytes]:
+    # aclosing: a client that goes away closes the use case's generator now, so its partial answer is stored.
+    async with aclosing(services.stream.events(turn)) as events:
+        try:
+            async for event in events:
+                for frame in translator.frames(event):
+                    yield frame
+        except Exception:
+            # The use case turns its own failures into error events; this is a last resort so the client
+            # still sees the run end (RUN_ERROR) instead of a cut stream.
+            logger.exception("AG-UI run %s failed", translator.run_id)
+            for closing in translator.abort(STREAM_FAILED, "internal_error"):
+                yield encode(closing)
+
+
+async def _run(
+    body: RunAgentInput,
+    services: ServiceContainer,
+    config: ConfigDep,
+    principal: PrincipalDep,
+    kb_prefix: str | None = None,
+    agent_type: str | None = None,
+) -> EventStreamResponse:
+    run = run_from_input(body, kb_prefix, agent_type)
+    # runId names the request when it can (logs, stored message); the events always echo it as sent.
+    request_id = body.run_id if _REQUEST_ID.fullmatch(body.run_id) else uuid.uuid4().hex
+    context = RequestContext(
+        request_id=request_id,
+        user_id=principal.resolve_user(run.props.user_id),
+        session_id=run.chat_input.session_id,
+        debug_level=DebugLevel.requested(run.props.debug, config.debug_level),
+    )
+    turn = await services.stream.prepare(context, run.chat_input)
+    translator = AguiTranslator(thread_id=body.thread_id, run_id=body.run_id)
+    return event_stream(_frames(services, turn, translator), config.sse_heartbeat_s, {"X-Request-ID": request_id})
+
+
+_STREAM: dict[int | str, dict[str, Any]] = {
+    200: {"content": {"text/event-stream": {}}, "description": "SSE stream of AG-UI events"}
+}
+
+
+@router.post("/agui", response_class=EventStreamResponse, responses=_STREAM)
+async def agui(
+    body: RunAgentInput, services: ServicesDep, config: ConfigDep, principal: PrincipalDep
+) -> EventStreamResponse:
+    return await _run(body, services, config, principal)
+
+
+@router.post("/agui/{kb_prefix}", response_class=EventStreamResponse, responses=_STREAM)
+async def agui_for_kb(
+    kb_prefix: str, body: RunAgentInput, services: ServicesDep, config: ConfigDep, principal: PrincipalDep
+) -> EventStreamResponse:
+    return await _run(body, services, config, principal, kb_prefix)
+
+
+@router.post("/agui/{kb_prefix}/{agent_type}", response_class=EventStreamResponse, responses=_STREAM)
+async def agui_for_agent(
+    kb_prefix: str,
+    agent_type: str,
+    body: RunAgentInput,
+    services: ServicesDep,
+    config: ConfigDep,
+    principal: PrincipalDep,
+) -> EventStreamResponse:
+    return await _run(body, services, config, principal, kb_prefix, agent_type)

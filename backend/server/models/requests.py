@@ -26,9 +26,7 @@ class ChatRequest(_Body):
     user_id: str | None = Field(None, max_length=128, description="development mode only (AUTH_MODE=none)")
 
     def debug_level(self, default: DebugLevel) -> DebugLevel:
-        if isinstance(self.debug, DebugLevel):
-            return self.debug
-        return default if self.debug else DebugLevel.OFF
+        return DebugLevel.requested(self.debug, default)
 
     def to_input(self) -> ChatInput:
         return ChatInput(

@@ -95,6 +95,3 @@ def _json_default(value: object) -> object:
     if isinstance(value, set | frozenset | tuple):
         return list(value)
     return str(value)
-
-
-PING_FRAME_COMMENT = "ping"

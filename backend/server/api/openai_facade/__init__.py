@@ -1,7 +1,7 @@
-"""The OpenAI-compatible facade: GET /v1/models, POST /v1/chat/completions (placeholder, being built)."""
+"""The OpenAI-compatible facade: GET /v1/models, POST /v1/chat/completions (docs/protocols/openai.md)."""
 
 from __future__ import annotations
 
-from fastapi import APIRouter
+from backend.server.api.openai_facade.routes import router
 
-router = APIRouter(tags=["openai"])
+__all__ = ["router"]

@@ -6,7 +6,6 @@ from collections.abc import AsyncIterator
 from contextlib import aclosing
 
 from fastapi import APIRouter, Response
-from sse_starlette import ServerSentEvent
 
 from backend.application.chat.turns import PreparedTurn
 from backend.application.services import ServiceContainer
@@ -15,8 +14,8 @@ from backend.domain.events import INTERNAL_KINDS
 from backend.server.deps import ConfigDep, PrincipalDep, RequestIdDep, ServicesDep
 from backend.server.models.requests import ChatRequest
 from backend.server.models.responses import ChatResponse
-from backend.server.models.stream_events import PING_FRAME_COMMENT, StreamEventNormalizer
-from backend.server.sse import EventStreamResponse
+from backend.server.models.stream_events import StreamEventNormalizer
+from backend.server.sse import EventStreamResponse, event_stream
 
 router = APIRouter(prefix="/api/v1", tags=["chat"])
 
@@ -66,10 +65,4 @@ async def chat_stream(
     context = _context(body, principal, request_id, config)
     # Validation and the user message happen before the stream opens: bad input is a plain 4xx.
     turn = await services.stream.prepare(context, body.to_input())
-    return EventStreamResponse(
-        _frames(services, turn),
-        sep="\n",
-        ping=config.sse_heartbeat_s,
-        ping_message_factory=lambda: ServerSentEvent(comment=PING_FRAME_COMMENT, sep="\n"),
-        headers={"X-Request-ID": request_id, "Cache-Control": "no-cache"},
-    )
+    return event_stream(_frames(services, turn), config.sse_heartbeat_s, {"X-Request-ID": request_id})

@@ -1,0 +1,82 @@
+"""One streamed completion as OpenAI `chat.completion.chunk` frames.
+
+`data: {chunk}\\n\\n` frames with LF separators: a first chunk with `delta.role`, one chunk per model delta (sent
+as it arrives), a last chunk with the citations as `delta.annotations` and `finish_reason: "stop"`, then
+`data: [DONE]`. An error mid-stream is an `{"error": {...}}` frame in OpenAI's shape (the openai SDKs raise it),
+followed by `[DONE]` and no last chunk.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from backend.domain.conversation import Citation
+from backend.domain.events import (
+    CitationsEvent,
+    DoneEvent,
+    ErrorEvent,
+    ReasoningEvent,
+    RoutedEvent,
+    StartEvent,
+    StreamEvent,
+    TokenEvent,
+)
+from backend.server.api.openai_facade.citations import annotations_for
+from backend.server.errors import openai_error_body, status_for_code
+
+DONE_FRAME = b"data: [DONE]\n\n"
+
+
+class CompletionChunks:
+    """Encodes the events of one request; it remembers the route, citations and text for the last chunk."""
+
+    def __init__(self, completion_id: str, created: int, model: str, base_url: str) -> None:
+        self._envelope: dict[str, Any] = {
+            "id": completion_id,
+            "object": "chat.completion.chunk",
+            "created": created,
+            "model": model,
+        }
+        self._base_url = base_url
+        # A token frame is `prefix + JSON string + suffix`: built once, so the token loop only dumps the text.
+        head = orjson.dumps(self._envelope)[:-1]
+        self._token_prefix = b"data: " + head + b',"choices":[{"index":0,"delta":{"content":'
+        self._token_suffix = b'},"logprobs":null,"finish_reason":null}]}\n\n'
+        self._text: list[str] = []
+        self._citations: tuple[Citation, ...] = ()
+        self._kb_prefix = ""
+        self._failed = False
+
+    def frame(self, event: StreamEvent) -> bytes:
+        """The bytes to send for this event; empty when the event has no place in the protocol."""
+        if type(event) is TokenEvent:  # the hot path first
+            self._text.append(event.text)
+            return self._token_prefix + orjson.dumps(event.text) + self._token_suffix
+        match event:
+            case StartEvent():
+                return self._chunk({"role": "assistant", "content": ""})
+            case ReasoningEvent(text=text):
+                # The field OpenAI-compatible reasoning models use; front ends show it apart from the answer.
+                return self._chunk({"reasoning_content": text})
+            case RoutedEvent(decision=decision):
+                self._kb_prefix = decision.kb_prefix
+            case CitationsEvent(citations=citations):
+                self._citations = citations
+            case ErrorEvent(message=message, code=code):
+                self._failed = True
+                body = openai_error_body(status_for_code(code), code, message)
+                return b"data: " + orjson.dumps(body) + b"\n\n"
+            case DoneEvent():
+                return DONE_FRAME if self._failed else self._last_chunk() + DONE_FRAME
+        return b""
+
+    def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
+        choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
+        return b"data: " + orjson.dumps({**self._envelope, "choices": [choice]}) + b"\n\n"
+
+    def _last_chunk(self) -> bytes:
+        content = "".join(self._text)
+        annotations = annotations_for(content, self._citations, self._kb_prefix, self._base_url)
+        return self._chunk({"annotations": [a.model_dump() for a in annotations]}, finish_reason="stop")

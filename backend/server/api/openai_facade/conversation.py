@@ -1,0 +1,100 @@
+"""An OpenAI `messages` list as a chat turn: the question, the history before it, and the session it belongs to.
+
+- The question is the last `user` message; the `user` and `assistant` messages before it are the history the
+  model sees (the OpenAI API is stateless: the caller sends the conversation every time).
+- `system` and `developer` messages are accepted and not used: the service's own instructions (answer from the
+  sources, cite them) decide how it answers, and a client prompt could undo them. `tool` and `function`
+  messages are skipped: the facade never calls tools.
+- Content is a string or a list of text parts; any other part (images, audio, files) is refused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import orjson
+
+from backend.application.ports.generation import HistoryTurn
+from backend.domain.conversation import Role
+from backend.server.api.openai_facade.errors import InvalidMessages, InvalidMetadata
+from backend.server.api.openai_facade.models import ChatMessage
+
+_CONVERSATION_ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT}
+# Headers that name the conversation, most specific first. Open WebUI sends the second one when it forwards
+# user information (ENABLE_FORWARD_USER_INFO_HEADERS).
+SESSION_HEADERS = ("x-session-id", "x-openwebui-chat-id")
+DERIVED_SESSION_PREFIX = "oai-"
+
+
+@dataclass(frozen=True, slots=True)
+class Conversation:
+    question: str
+    history: tuple[HistoryTurn, ...]
+    opening: str  # the first user message: it stays the same for every request of one conversation
+
+
+def message_text(message: ChatMessage, index: int) -> str:
+    content = message.content
+    if content is None:
+        return ""  # an assistant message that only called tools
+    if isinstance(content, str):
+        return content
+    texts: list[str] = []
+    for part_index, part in enumerate(content):
+        kind = part.get("type")
+        text = part.get("refusal") if kind == "refusal" and message.role == "assistant" else part.get("text")
+        if kind not in ("text", "refusal") or not isinstance(text, str):
+            raise InvalidMessages(
+                f"only text content is supported; messages[{index}].content[{part_index}] is {kind!r}",
+                param=f"messages[{index}].content[{part_index}]",
+            )
+        texts.append(text)
+    return "\n".join(texts)
+
+
+def conversation_of(messages: Sequence[ChatMessage]) -> Conversation:
+    turns: list[tuple[int, Role, str]] = []
+    for index, message in enumerate(messages):
+        text = message_text(message, index)  # every message is checked, used or not
+        role = _CONVERSATION_ROLES.get(message.role)
+        if role is not None:
+            turns.append((index, role, text))
+    users = [turn for turn in turns if turn[1] is Role.USER]
+    if not users:
+        raise InvalidMessages("messages must contain a user message", param="messages")
+    index, role, question = turns[-1]
+    if role is not Role.USER:
+        raise InvalidMessages(
+            "the last user or assistant message must be the user's question; "
+            "continuing an assistant message is not supported",
+            param=f"messages[{index}]",
+        )
+    if not question.strip():
+        raise InvalidMessages("the last user message has no text", param=f"messages[{index}].content")
+    history = tuple(HistoryTurn(role, text) for _, role, text in turns[:-1] if text.strip())
+    return Conversation(question=question.strip(), history=history, opening=users[0][2].strip())
+
+
+def explicit_session_id(headers: Mapping[str, str], metadata: Mapping[str, Any] | None) -> str | None:
+    """The session the caller named: the X-Session-ID header, then `metadata.session_id`, then Open WebUI's chat id."""
+    if supplied := headers.get(SESSION_HEADERS[0], "").strip():
+        return supplied
+    if metadata and "session_id" in metadata:
+        value = metadata["session_id"]
+        if not isinstance(value, str):
+            raise InvalidMetadata("metadata.session_id must be a string", param="metadata.session_id")
+        return value.strip()  # an empty or malformed id is refused with the other session checks
+    for header in SESSION_HEADERS[1:]:
+        if supplied := headers.get(header, "").strip():
+            return supplied
+    return None
+
+
+def derived_session_id(user_id: str, model: str, end_user: str | None, opening: str) -> str:
+    """A stable session for a caller that names none: every request of one conversation repeats its opening
+    message, so the same user, model and opening map to the same stored conversation."""
+    key = orjson.dumps([user_id, model, end_user or "", opening])  # JSON: no separator a value could forge
+    return DERIVED_SESSION_PREFIX + hashlib.sha256(key).hexdigest()[:32]

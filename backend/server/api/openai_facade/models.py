@@ -1,0 +1,81 @@
+"""Request and response bodies of the OpenAI-compatible facade, in OpenAI's shapes.
+
+Requests accept unknown fields: front ends send sampling options (temperature, max_tokens, top_p, tools, ...)
+that this service does not use, and rejecting them would break those front ends.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field
+
+MessageRole = Literal["system", "developer", "user", "assistant", "tool", "function"]
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")  # name, tool_calls, refusal, ...: accepted, not used
+
+    role: MessageRole
+    # A string or a list of content parts ({"type": "text", "text": ...}); only text is supported.
+    content: str | list[dict[str, Any]] | None = None
+
+
+class ChatCompletionRequest(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field(min_length=1, max_length=200)
+    messages: list[ChatMessage] = Field(min_length=1, max_length=1000)
+    stream: bool | None = False
+    user: str | None = Field(None, max_length=256, description="the caller's end user; part of the derived session")
+    metadata: dict[str, Any] | None = Field(None, description="`session_id` names the conversation to store under")
+
+
+class ModelCard(BaseModel):
+    id: str
+    object: Literal["model"] = "model"
+    created: int
+    owned_by: str
+
+
+class ModelList(BaseModel):
+    object: Literal["list"] = "list"
+    data: list[ModelCard]
+
+
+class UrlCitation(BaseModel):
+    url: str
+    title: str
+    start_index: int
+    end_index: int
+    # Beyond OpenAI's shape: what the cited evidence says and where it is stored.
+    snippet: str
+    doc_id: str
+    chunk_id: str
+
+
+class Annotation(BaseModel):
+    type: Literal["url_citation"] = "url_citation"
+    url_citation: UrlCitation
+
+
+class AssistantMessage(BaseModel):
+    role: Literal["assistant"] = "assistant"
+    content: str
+    refusal: None = None
+    annotations: list[Annotation]
+
+
+class CompletionChoice(BaseModel):
+    index: int = 0
+    message: AssistantMessage
+    logprobs: None = None
+    finish_reason: Literal["stop"] = "stop"
+
+
+class ChatCompletion(BaseModel):
+    id: str
+    object: Literal["chat.completion"] = "chat.completion"
+    created: int
+    model: str
+    choices: list[CompletionChoice]

@@ -1,0 +1,180 @@
+"""The built-in web chat page (/ui/) in headless Chromium against the live server: streaming text,
+citations, the route decision, history after a reload, stop, errors and clear (tests/js/web_page.mjs)."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.support.js_clients import ARTIFACTS, chromium_path, run_node
+from tests.support.live_server import live_server, llm_settings, make_settings
+from tests.support.scripted_llm import Reply, ScriptedLLM
+
+ROOT = Path(__file__).resolve().parents[2]
+ORCHARD_TITLES = {
+    path.read_text().splitlines()[0].removeprefix("# ")
+    for path in (ROOT / "samples" / "orchard" / "documents").glob("*.md")
+}
+QUESTION = "When was Wrenfield Orchard founded, and by whom?"
+# Markup in the answer must show as text: the page never parses model output as HTML.
+TOKENS = [
+    "Wrenfield",
+    " Orchard",
+    " was",
+    " founded",
+    " in",
+    " 1921",
+    " <b>by</b>",
+    " the",
+    " Wren",
+    " family",
+    " [1].",
+]
+STOP_TOKENS = [f"w{i} " for i in range(60)]
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+
+
+def drive_page(base_url: str, screenshot: Path, **args: Any) -> dict[str, Any]:
+    """Run the browser script against a live server; returns what the page showed."""
+    ARTIFACTS.mkdir(exist_ok=True)
+    screenshot.unlink(missing_ok=True)
+    return run_node(
+        "web_page.mjs",
+        {"baseUrl": base_url, "chromiumPath": chromium_path(), "screenshot": str(screenshot), **args},
+        timeout_s=120,
+    )
+
+
+def assert_png(path: Path) -> None:
+    data = path.read_bytes()
+    assert data.startswith(PNG_SIGNATURE) and len(data) > 10_000
+
+
+def assert_no_page_problems(seen: dict[str, Any], expected_statuses: set[int]) -> None:
+    assert seen["pageErrors"] == []
+    for message in seen["consoleErrors"]:
+        # Only the failed requests the scenario provokes on purpose; never a CSP violation.
+        assert "Content Security Policy" not in message
+        status = re.search(r"status of (\d{3})", message)
+        assert status and int(status.group(1)) in expected_statuses, message
+
+
+def test_chat_in_the_browser_streams_cites_routes_keeps_history_and_clears(
+    data_dir: Path, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.script(
+        Reply(tokens=TOKENS, delay_s=0.12),
+        Reply(tokens=STOP_TOKENS, delay_s=0.1),
+        Reply(tokens=["It", " was", " 19", "21"], drop_after=2),
+    )
+    screenshot = ARTIFACTS / "web-chat.png"
+    with live_server(make_settings(data_dir, **llm_settings(scripted_llm))) as server:
+        seen = drive_page(
+            server.base_url,
+            screenshot,
+            scenario="chat",
+            question=QUESTION,
+            kb="orchard",
+            agent="naive_rag_agent",
+            stopQuestion="Tell me everything about the orchard's apple varieties.",
+            errorQuestion="Which cider is the strongest at Wrenfield?",
+            tooLong="x" * 8001,
+        )
+        session = seen["sessionId"]
+        server_history = httpx.get(f"{server.base_url}/api/v1/conversations/{session}/messages").json()
+
+    # The selectors: auto + general + each KB; auto + every agent type for a KB.
+    assert seen["kbOptions"] == ["", "general", "orchard"]
+    assert seen["agentOptions"] == [
+        "",
+        "deep_research_agent",
+        "fusion_agent",
+        "graph_agent",
+        "hybrid_agent",
+        "naive_rag_agent",
+    ]
+
+    # Streaming: the text grew in steps while the answer was open, then equals the model's tokens.
+    answer = seen["answer"]
+    partial = sorted(set(seen["partialLengths"]) - {0})
+    assert len(partial) >= 2, seen["partialLengths"]
+    assert partial[0] < len("".join(TOKENS))
+    assert answer["state"] == "done"
+    assert answer["text"] == "".join(TOKENS)
+    assert answer["htmlElementsInText"] == 0  # "<b>by</b>" stayed text
+    assert answer["markerLinks"] == 1  # [1] links to the first citation
+    assert answer["citations"], answer
+    assert all(citation["title"] in ORCHARD_TITLES for citation in answer["citations"])
+    assert all(citation["snippet"].strip() for citation in answer["citations"])
+    assert "History of Wrenfield Orchard" in {citation["title"] for citation in answer["citations"]}
+    assert answer["route"].startswith("Route: knowledge base orchard")
+    assert "worker orchard:naive_rag_agent:retrieve_only" in answer["route"]
+    assert "requested orchard; router: orchard (heuristic" in answer["route"]
+    assert answer["route"].endswith("answer: llm")
+    assert_png(screenshot)
+
+    # After a reload: the same conversation from the server, with citations and route, and the choices kept.
+    assert seen["selectionAfterReload"] == {"kb": "orchard", "agent": "naive_rag_agent"}
+    question, stored = seen["afterReload"]
+    assert (question["role"], question["text"]) == ("user", QUESTION)
+    assert stored["role"] == "assistant" and stored["text"] == "".join(TOKENS)
+    assert stored["citations"] == answer["citations"]
+    assert stored["route"] == answer["route"]
+    assert stored["markerLinks"] == 1
+
+    # A rejected message (HTTP 400 before the stream): shown, given back for editing, nothing added.
+    rejected = seen["rejected"]
+    assert "longer than" in rejected["notice"] and "invalid_request" in rejected["notice"]
+    assert rejected["messages"] == 2
+    assert rejected["inputLength"] == 8001
+
+    # Stop aborts the fetch; the partial answer is kept and shown as partial after a reload.
+    stopped = seen["stopped"]
+    assert stopped["state"] == "stopped" and "Stopped" in stopped["note"]
+    assert stopped["text"].startswith("w0 w1 ") and len(stopped["text"]) < len("".join(STOP_TOKENS))
+
+    # A model failure mid-stream: the error event is shown under the partial text.
+    failed = seen["failed"]
+    assert failed["state"] == "error"
+    assert failed["text"] == "It was"
+    assert "model" in failed["error"]
+
+    history = seen["historyWithPartials"]
+    assert [m["role"] for m in history] == ["user", "assistant"] * 3
+    assert history[3]["text"].startswith("w0 w1 ") and "Partial answer" in history[3]["note"]
+    assert history[5]["text"] == "It was" and "model" in history[5]["error"]
+
+    # Clear empties the view and the server's history; a new conversation gets a new session id.
+    assert seen["afterClear"]["messages"] == 0
+    assert seen["afterClear"]["status"] == "Cleared 6 messages."
+    assert seen["afterClearReload"] == 0
+    assert server_history["messages"] == []
+    assert seen["newSessionId"] != seen["sessionId"]
+
+    assert_no_page_problems(seen, expected_statuses={400})
+
+
+def test_the_page_works_with_an_api_key_and_the_extractive_answerer(data_dir: Path) -> None:
+    settings = make_settings(data_dir, AUTH_MODE="api_key", API_KEYS="web-test-key=alice")
+    with live_server(settings) as server:
+        seen = drive_page(
+            server.base_url,
+            ARTIFACTS / "web-chat-auth.png",
+            scenario="auth",
+            apiKey="web-test-key",
+            question="How much does the mill tour cost for an adult?",
+        )
+    assert "missing credentials" in seen["noticeWithoutKey"] and "API key" in seen["noticeWithoutKey"]
+    assert seen["noticeHidden"] is True
+    assert seen["kbOptions"] == ["", "general", "orchard"]
+    answer = seen["answer"]
+    assert answer["state"] == "done"
+    assert answer["text"].startswith("Extractive answer") and "£12 per adult" in answer["text"]
+    assert answer["citations"][0]["title"] == "Visiting Wrenfield"
+    assert answer["route"].startswith("Route: knowledge base orchard")
+    assert "router: orchard (heuristic" in answer["route"] and "requested" not in answer["route"]
+    assert "answer: extractive" in answer["route"]
+    assert_no_page_problems(seen, expected_statuses={401})

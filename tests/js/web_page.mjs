@@ -1,0 +1,191 @@
+// Drives the built-in web chat page (/ui/) in headless Chromium with playwright-core, as a user would.
+// Run by tests/e2e/test_web_page.py: argv[2] is JSON
+//   {baseUrl, chromiumPath, screenshot, scenario: "chat" | "auth", question, kb, agent,
+//    stopQuestion, errorQuestion, tooLong, apiKey}
+// and the last stdout line is one JSON object with what the page showed.
+import { chromium } from "playwright-core";
+
+const args = JSON.parse(process.argv[2]);
+const TIMEOUT = 30_000;
+
+const browser = await chromium.launch({
+  executablePath: args.chromiumPath,
+  headless: true,
+  args: [
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+  ],
+});
+
+const consoleErrors = []; // CSP violations and failed requests show here
+const pageErrors = []; // uncaught exceptions in the page
+const page = await (await browser.newContext({ viewport: { width: 1100, height: 900 } })).newPage();
+page.setDefaultTimeout(TIMEOUT);
+page.on("console", (message) => {
+  if (message.type() === "error") consoleErrors.push(message.text());
+});
+page.on("pageerror", (error) => pageErrors.push(String(error)));
+page.on("dialog", (dialog) => dialog.accept()); // the "clear" confirmation
+
+const ready = () => page.waitForSelector("body[data-ready=true]");
+
+async function open() {
+  await page.goto(args.baseUrl + "/");
+  await ready();
+}
+
+async function reload() {
+  await page.reload();
+  await ready();
+}
+
+/** Every message in the view, as the user sees it. */
+function messages() {
+  return page.$$eval("[data-testid=message]", (items) =>
+    items.map((item) => {
+      const all = (testid) => [...item.querySelectorAll(`[data-testid=${testid}]`)];
+      const text = (testid) => all(testid)[0]?.textContent ?? null;
+      return {
+        role: item.dataset.role,
+        state: item.dataset.state ?? null,
+        text: text("message-text"),
+        htmlElementsInText: item.querySelectorAll("[data-testid=message-text] *:not(a.marker)").length,
+        markerLinks: item.querySelectorAll("[data-testid=message-text] a.marker").length,
+        citations: all("citation").map((citation) => ({
+          title: citation.querySelector("[data-testid=citation-title]").textContent,
+          snippet: citation.querySelector("[data-testid=citation-snippet]").textContent,
+        })),
+        route: text("route"),
+        error: text("message-error"),
+        note: item.querySelector(".note")?.textContent ?? null,
+      };
+    }),
+  );
+}
+
+/** Send a message with the form; resolves once the last answer left the "streaming" state. */
+async function ask(question) {
+  await page.fill("[data-testid=message-input]", question);
+  await page.click("[data-testid=send]");
+  await page.waitForFunction(() => {
+    const answers = document.querySelectorAll("[data-testid=message][data-role=assistant]");
+    const last = answers[answers.length - 1];
+    return last && last.dataset.state && last.dataset.state !== "streaming";
+  });
+  return (await messages()).at(-1);
+}
+
+/** Records the length of the newest answer's text at every DOM change, from inside the page. */
+async function watchStreaming() {
+  await page.evaluate(() => {
+    window.__lengths = [];
+    const log = document.querySelector("[data-testid=messages]");
+    new MutationObserver(() => {
+      const answers = log.querySelectorAll("[data-testid=message][data-role=assistant]");
+      const last = answers[answers.length - 1];
+      if (last && last.dataset.state === "streaming") {
+        window.__lengths.push(last.querySelector("[data-testid=message-text]").textContent.length);
+      }
+    }).observe(log, { subtree: true, childList: true, characterData: true, attributes: true });
+  });
+}
+
+const text = (testid) => page.textContent(`[data-testid=${testid}]`);
+const optionValues = (testid) =>
+  page.$$eval(`[data-testid=${testid}] option`, (options) => options.map((option) => option.value));
+
+async function chatScenario() {
+  const out = {};
+  await open();
+  out.kbOptions = await optionValues("kb-select");
+  await page.selectOption("[data-testid=kb-select]", args.kb);
+  out.agentOptions = await optionValues("agent-select");
+  await page.selectOption("[data-testid=agent-select]", args.agent);
+  out.sessionId = await text("session-id");
+
+  await watchStreaming();
+  out.answer = await ask(args.question);
+  out.partialLengths = await page.evaluate(() => window.__lengths);
+  await page.screenshot({ path: args.screenshot, fullPage: true });
+
+  await reload();
+  out.selectionAfterReload = {
+    kb: await page.inputValue("[data-testid=kb-select]"),
+    agent: await page.inputValue("[data-testid=agent-select]"),
+  };
+  out.afterReload = await messages();
+
+  // Rejected before the stream opens (HTTP 400): the message comes back for editing, nothing is added.
+  await page.fill("[data-testid=message-input]", args.tooLong);
+  await page.click("[data-testid=send]");
+  await page.waitForSelector("[data-testid=notice]:not([hidden])");
+  out.rejected = {
+    notice: await text("notice"),
+    messages: (await messages()).length,
+    inputLength: (await page.inputValue("[data-testid=message-input]")).length,
+  };
+
+  // Stop: abort the fetch once a few tokens arrived.
+  await page.fill("[data-testid=message-input]", args.stopQuestion);
+  await page.click("[data-testid=send]");
+  await page.waitForFunction(() => {
+    const answers = document.querySelectorAll("[data-testid=message][data-role=assistant]");
+    return answers[answers.length - 1].querySelector("[data-testid=message-text]").textContent.length >= 6;
+  });
+  await page.click("[data-testid=stop]");
+  await page.waitForSelector("[data-testid=message][data-role=assistant][data-state=stopped]");
+  out.stopped = (await messages()).at(-1);
+  // The server stores the partial answer when it sees the disconnect; wait for it before going on.
+  await page.waitForFunction(
+    async (session) => {
+      const response = await fetch(`/api/v1/conversations/${session}/messages`);
+      return response.ok && (await response.json()).messages.length === 4;
+    },
+    out.sessionId,
+    { polling: 100 },
+  );
+
+  // The model fails mid-answer: an `error` event, then `done`.
+  out.failed = await ask(args.errorQuestion);
+
+  await reload();
+  out.historyWithPartials = await messages();
+
+  await page.click("[data-testid=clear]");
+  await page.waitForFunction(() => document.querySelectorAll("[data-testid=message]").length === 0);
+  out.afterClear = { messages: (await messages()).length, status: await text("status") };
+  await reload();
+  out.afterClearReload = (await messages()).length;
+
+  await page.click("[data-testid=new-conversation]");
+  out.newSessionId = await text("session-id");
+  return out;
+}
+
+async function authScenario() {
+  const out = {};
+  await open();
+  out.noticeWithoutKey = await text("notice");
+  await page.click("details summary");
+  await page.fill("[data-testid=api-key]", args.apiKey);
+  await page.click("[data-testid=save-key]");
+  await page.waitForFunction(() => document.querySelectorAll("[data-testid=kb-select] option").length > 2);
+  out.noticeHidden = await page.$eval("[data-testid=notice]", (notice) => notice.hidden);
+  out.kbOptions = await optionValues("kb-select");
+  out.answer = await ask(args.question);
+  await page.screenshot({ path: args.screenshot, fullPage: true });
+  return out;
+}
+
+try {
+  const result = args.scenario === "auth" ? await authScenario() : await chatScenario();
+  Object.assign(result, { consoleErrors, pageErrors });
+  console.log(JSON.stringify(result));
+} finally {
+  await browser.close();
+}

@@ -1,0 +1,336 @@
+"""The pure parts of the OpenAI facade: messages → turn, sessions, models, annotations, chunk frames, errors."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+import pytest
+
+from backend.application.ports.generation import HistoryTurn
+from backend.domain.conversation import Citation, Role
+from backend.domain.errors import InvalidWorkerName, ModelError, RetrievalFailed
+from backend.domain.events import (
+    CitationsEvent,
+    DoneEvent,
+    ErrorEvent,
+    ProgressEvent,
+    ReasoningEvent,
+    RoutedEvent,
+    Stage,
+    StartEvent,
+    TokenEvent,
+)
+from backend.domain.routing import RouteDecision
+from backend.server.api.openai_facade.catalog import find_model, models_for
+from backend.server.api.openai_facade.chunks import CompletionChunks
+from backend.server.api.openai_facade.citations import annotations_for, document_url, marker_span
+from backend.server.api.openai_facade.conversation import (
+    conversation_of,
+    derived_session_id,
+    explicit_session_id,
+)
+from backend.server.api.openai_facade.errors import InvalidMessages, InvalidMetadata, ModelNotFound
+from backend.server.api.openai_facade.models import ChatMessage
+from backend.server.errors import openai_error_body, openai_error_type, status_for, status_for_code
+
+BASE = "http://testserver/"
+
+
+def messages(*pairs: tuple[str, Any]) -> list[ChatMessage]:
+    return [ChatMessage(role=role, content=content) for role, content in pairs]  # type: ignore[arg-type]
+
+
+# -- messages → question and history ---------------------------------------------------------------
+
+
+def test_the_last_user_message_is_the_question_and_earlier_turns_are_the_history() -> None:
+    conversation = conversation_of(
+        messages(
+            ("system", "Talk like a pirate."),
+            ("user", "  When was the orchard founded?  "),
+            ("assistant", "In 1921 [1]."),
+            ("tool", "ignored tool output"),
+            ("developer", "also ignored"),
+            ("user", [{"type": "text", "text": "And by"}, {"type": "text", "text": "whom?"}]),
+        )
+    )
+    assert conversation.question == "And by\nwhom?"
+    assert conversation.history == (
+        HistoryTurn(Role.USER, "  When was the orchard founded?  "),
+        HistoryTurn(Role.ASSISTANT, "In 1921 [1]."),
+    )
+    assert conversation.opening == "When was the orchard founded?"
+
+
+def test_assistant_turns_without_text_are_left_out_of_the_history() -> None:
+    conversation = conversation_of(
+        messages(("user", "first"), ("assistant", None), ("assistant", [{"type": "refusal", "refusal": "No."}]))
+        + messages(("user", "second"))
+    )
+    assert conversation.history == (HistoryTurn(Role.USER, "first"), HistoryTurn(Role.ASSISTANT, "No."))
+    assert conversation.question == "second"
+
+
+@pytest.mark.parametrize(
+    ("sent", "param"),
+    [
+        ([("system", "only instructions")], "messages"),
+        ([("user", "question"), ("assistant", "half an answer")], "messages[1]"),
+        ([("user", "   ")], "messages[0].content"),
+        ([("user", [{"type": "image_url", "image_url": {"url": "http://x/y.png"}}])], "messages[0].content[0]"),
+        ([("system", [{"type": "input_audio"}]), ("user", "hi")], "messages[0].content[0]"),
+        ([("user", [{"type": "text", "text": 3}])], "messages[0].content[0]"),
+        ([("user", [{"type": "refusal", "refusal": "x"}])], "messages[0].content[0]"),  # refusals are assistant-only
+    ],
+)
+def test_unusable_messages_are_refused_naming_the_field(sent: list[tuple[str, Any]], param: str) -> None:
+    with pytest.raises(InvalidMessages) as raised:
+        conversation_of(messages(*sent))
+    assert raised.value.param == param
+    assert status_for(raised.value) == 400
+
+
+def test_unknown_request_fields_are_accepted() -> None:
+    message = ChatMessage.model_validate({"role": "assistant", "content": "x", "name": "bot", "tool_calls": []})
+    assert message.content == "x"
+
+
+# -- sessions ---------------------------------------------------------------------------------------
+
+
+def test_the_derived_session_is_stable_for_one_conversation_and_differs_otherwise() -> None:
+    first = derived_session_id("alice", "orchard/hybrid_agent", None, "When was it founded?")
+    assert first == derived_session_id("alice", "orchard/hybrid_agent", None, "When was it founded?")
+    assert first.startswith("oai-") and len(first) == 36
+    others = {
+        derived_session_id("bob", "orchard/hybrid_agent", None, "When was it founded?"),
+        derived_session_id("alice", "auto", None, "When was it founded?"),
+        derived_session_id("alice", "orchard/hybrid_agent", "end-user-7", "When was it founded?"),
+        derived_session_id("alice", "orchard/hybrid_agent", None, "Who founded it?"),
+    }
+    assert first not in others and len(others) == 4
+
+
+def test_the_derived_session_cannot_be_forged_by_moving_a_separator() -> None:
+    assert derived_session_id("a", "b c", None, "d") != derived_session_id("a b", "c", None, "d")
+
+
+def test_an_explicit_session_comes_from_the_header_then_metadata_then_open_webui() -> None:
+    assert explicit_session_id({"x-session-id": " s-1 ", "x-openwebui-chat-id": "c"}, {"session_id": "m"}) == "s-1"
+    assert explicit_session_id({"x-openwebui-chat-id": "c"}, {"session_id": "m-1"}) == "m-1"
+    assert explicit_session_id({"x-openwebui-chat-id": "chat-9"}, {"other": 1}) == "chat-9"
+    assert explicit_session_id({"x-session-id": "  "}, None) is None
+    assert explicit_session_id({}, None) is None
+    with pytest.raises(InvalidMetadata) as raised:
+        explicit_session_id({}, {"session_id": 5})
+    assert raised.value.param == "metadata.session_id"
+
+
+# -- models -----------------------------------------------------------------------------------------
+
+
+def test_one_model_per_kb_and_agent_type_plus_auto_and_general() -> None:
+    models = models_for(["orchard", "cellar"], {"naive_rag_agent", "hybrid_agent"})
+    assert [m.id for m in models] == [
+        "auto",
+        "general",
+        "cellar/hybrid_agent",
+        "cellar/naive_rag_agent",
+        "orchard/hybrid_agent",
+        "orchard/naive_rag_agent",
+    ]
+    assert (models[0].kb_prefix, models[0].agent_type) == (None, None)
+    assert (models[1].kb_prefix, models[1].agent_type) == ("general", None)
+    chosen = find_model(models, "orchard/hybrid_agent")
+    assert (chosen.kb_prefix, chosen.agent_type) == ("orchard", "hybrid_agent")
+    assert chosen.card().model_dump() == {
+        "id": "orchard/hybrid_agent",
+        "object": "model",
+        "created": 0,
+        "owned_by": "graphrag",
+    }
+
+
+@pytest.mark.parametrize("model_id", ["orchard", "orchard/graph_agent", "nope/hybrid_agent", "gpt-4o", ""])
+def test_a_model_not_listed_is_not_found(model_id: str) -> None:
+    models = models_for(["orchard"], {"hybrid_agent"})
+    with pytest.raises(ModelNotFound) as raised:
+        find_model(models, model_id)
+    assert (status_for(raised.value), raised.value.code, raised.value.param) == (404, "model_not_found", "model")
+
+
+# -- annotations ------------------------------------------------------------------------------------
+
+HISTORY = Citation("chunk:1", "History of Wrenfield Orchard", "doc/1", "c1", "Founded in 1921.")
+VISITING = Citation("chunk:2", "Visiting Wrenfield", "doc2", "c2", "Tours cost £12.")
+SUMMARY = Citation("community:3", "", "", "", "A community summary.")
+
+
+def test_document_urls_point_at_the_kb_document_and_escape_the_ids() -> None:
+    assert document_url("http://h:1/", "orchard", "doc/1") == "http://h:1/api/v1/kbs/orchard/documents/doc%2F1"
+    assert document_url("http://h:1", "orchard", "") == "http://h:1/api/v1/kbs/orchard/documents"
+
+
+def test_marker_spans_find_the_exact_marker() -> None:
+    content = "Founded in 1921 [11] by the Wrens [1]."
+    assert marker_span(content, 1) == (34, 37)
+    assert content[34:37] == "[1]"
+    assert marker_span(content, 11) == (16, 20)
+    assert marker_span(content, 2) == (0, len(content))  # never marked: the whole answer
+
+
+def test_annotations_are_url_citations_in_citation_order() -> None:
+    content = "Founded in 1921 [1]."
+    annotations = [a.model_dump() for a in annotations_for(content, (HISTORY, SUMMARY), "orchard", BASE)]
+    assert annotations == [
+        {
+            "type": "url_citation",
+            "url_citation": {
+                "url": "http://testserver/api/v1/kbs/orchard/documents/doc%2F1",
+                "title": "History of Wrenfield Orchard",
+                "start_index": 16,
+                "end_index": 19,
+                "snippet": "Founded in 1921.",
+                "doc_id": "doc/1",
+                "chunk_id": "c1",
+            },
+        },
+        {
+            "type": "url_citation",
+            "url_citation": {
+                "url": "http://testserver/api/v1/kbs/orchard/documents",
+                "title": "",
+                "start_index": 0,
+                "end_index": len(content),
+                "snippet": "A community summary.",
+                "doc_id": "",
+                "chunk_id": "",
+            },
+        },
+    ]
+
+
+# -- chunk frames -----------------------------------------------------------------------------------
+
+
+def decode(frames: bytes) -> list[Any]:
+    assert frames.endswith(b"\n\n") and b"\r" not in frames
+    payloads = [frame.removeprefix(b"data: ") for frame in frames.split(b"\n\n") if frame]
+    return ["[DONE]" if p == b"[DONE]" else orjson.loads(p) for p in payloads]
+
+
+def routed(kb: str = "orchard") -> RoutedEvent:
+    decision = RouteDecision(kb, kb, kb, 1.0, "requested", "", f"{kb}:naive_rag_agent:retrieve_only")
+    return RoutedEvent("q", decision)
+
+
+def test_a_stream_is_role_chunk_one_chunk_per_token_then_annotations_and_stop_then_done() -> None:
+    chunks = CompletionChunks("chatcmpl-r1", 1700000000, "orchard/naive_rag_agent", BASE)
+    events = [
+        StartEvent(),
+        ProgressEvent(Stage.ROUTING, 0, 1),
+        routed(),
+        CitationsEvent((HISTORY, VISITING)),
+        ReasoningEvent("thinking"),
+        TokenEvent("Founded"),
+        TokenEvent(' in "1921"'),
+        TokenEvent(" [2]."),
+        ProgressEvent(Stage.GENERATION, 1, 1),
+        DoneEvent("m-1"),
+    ]
+    frames = [chunks.frame(event) for event in events]
+    assert [bool(frame) for frame in frames] == [True, False, False, False, True, True, True, True, False, True]
+    sent = decode(b"".join(frames))
+    assert sent[-1] == "[DONE]"
+    body = sent[:-1]
+    envelope = {"id": "chatcmpl-r1", "object": "chat.completion.chunk", "created": 1700000000}
+    assert all({k: c[k] for k in envelope} == envelope for c in body)
+    assert all(c["model"] == "orchard/naive_rag_agent" and len(c["choices"]) == 1 for c in body)
+    deltas = [c["choices"][0]["delta"] for c in body]
+    assert deltas[:5] == [
+        {"role": "assistant", "content": ""},
+        {"reasoning_content": "thinking"},
+        {"content": "Founded"},
+        {"content": ' in "1921"'},
+        {"content": " [2]."},
+    ]
+    assert [c["choices"][0]["finish_reason"] for c in body] == [None] * 5 + ["stop"]
+    annotations = deltas[5]["annotations"]
+    assert [a["url_citation"]["title"] for a in annotations] == ["History of Wrenfield Orchard", "Visiting Wrenfield"]
+    content = 'Founded in "1921" [2].'
+    assert annotations[1]["url_citation"]["start_index"] == content.index("[2]")
+    assert annotations[0]["url_citation"]["end_index"] == len(content)
+    assert annotations[1]["url_citation"]["url"] == "http://testserver/api/v1/kbs/orchard/documents/doc2"
+
+
+def test_token_frames_are_the_generic_chunk_shape() -> None:
+    chunks = CompletionChunks("chatcmpl-r1", 1, 'odd "model"', BASE)
+    (fast,) = decode(chunks.frame(TokenEvent("a\nb ✓")))
+    expected = {
+        "id": "chatcmpl-r1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": 'odd "model"',
+        "choices": [{"index": 0, "delta": {"content": "a\nb ✓"}, "logprobs": None, "finish_reason": None}],
+    }
+    assert fast == expected
+
+
+def test_an_error_is_an_openai_error_frame_then_done_without_a_stop_chunk() -> None:
+    chunks = CompletionChunks("chatcmpl-r1", 1, "auto", BASE)
+    frames = b"".join(
+        chunks.frame(e)
+        for e in (StartEvent(), TokenEvent("Founded"), ErrorEvent("model connection dropped", "model_error"))
+    )
+    frames += chunks.frame(DoneEvent("m-1"))
+    sent = decode(frames)
+    assert sent[2] == {
+        "error": {"message": "model connection dropped", "type": "server_error", "param": None, "code": "model_error"}
+    }
+    assert sent[3:] == ["[DONE]"]
+    assert all(c == "[DONE]" or "error" in c or c["choices"][0]["finish_reason"] is None for c in sent)
+
+
+# -- the error mapping ------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    ("code", "status"),
+    [
+        ("model_error", 502),
+        ("retrieval_failed", 502),
+        ("budget_exceeded", 504),
+        ("store_unavailable", 503),
+        ("invalid_worker_name", 400),  # a subclass found by its own code
+        ("unknown_kb", 404),
+        ("model_not_found", 404),  # the facade's own errors too
+        ("internal_error", 500),
+        ("no_such_code", 500),
+    ],
+)
+def test_a_code_maps_to_the_status_of_its_error_class(code: str, status: int) -> None:
+    assert status_for_code(code) == status
+
+
+def test_code_and_class_agree() -> None:
+    for error in (ModelError("x"), RetrievalFailed("x"), InvalidWorkerName("x")):
+        assert status_for_code(error.code) == status_for(error)
+
+
+@pytest.mark.parametrize(
+    ("status", "kind"),
+    [
+        (400, "invalid_request_error"),
+        (404, "invalid_request_error"),
+        (401, "authentication_error"),
+        (403, "permission_error"),
+        (429, "rate_limit_error"),
+        (502, "server_error"),
+        (504, "server_error"),
+    ],
+)
+def test_openai_error_types(status: int, kind: str) -> None:
+    assert openai_error_type(status) == kind
+    expected = {"error": {"message": "m", "type": kind, "param": "p", "code": "c"}}
+    assert openai_error_body(status, "c", "m", "p") == expected
