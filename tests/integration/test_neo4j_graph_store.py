@@ -28,6 +28,7 @@ from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.ports import Vector
 from backend.infrastructure.graph_store.merge import merge_entity, merge_relation
 from backend.infrastructure.graph_store.neo4j import Neo4jGraphStore
+from backend.infrastructure.graph_store.neo4j.community_refresh import BatchLimits
 from backend.infrastructure.graph_store.neo4j.errors import DRIVER_ERRORS, store_unavailable
 from backend.infrastructure.graph_store.neo4j.store import lucene_query
 from backend.infrastructure.graph_store.port import GraphCounts
@@ -351,3 +352,102 @@ async def test_one_dimension_per_kb(store: Neo4jGraphStore) -> None:
     with pytest.raises(InvalidRequest):
         await store.upsert_document("kb", simple_document("kb", "d2", "nan"), [np.full(DIM, np.nan)], {})
     assert (await store.counts("kb")).documents == 1
+
+
+# -- community refresh in batches ---------------------------------------------------------------------------------
+
+TINY_BATCHES = BatchLimits(communities=2, links=3)
+NAMES = [f"E{i}" for i in range(12)]
+
+
+def clustering(prefix: str, groups: list[list[int]], top_prefix: str = "") -> list[CommunityRecord]:
+    """Communities over the entities NAMES (`kb-E<i>`): one top community over all, a child per group."""
+    top_prefix = top_prefix or prefix
+    members = tuple(sorted(f"kb-{n}" for n in NAMES))
+    top = CommunityRecord(f"{top_prefix}-top", 0, f"{top_prefix} top", "all", 9.0, members)
+    children = [
+        CommunityRecord(
+            f"{prefix}-{i}",
+            1,
+            f"{prefix} group {i}",
+            f"summary {i}",
+            float(len(group)),
+            tuple(sorted(f"kb-{NAMES[m]}" for m in group)),
+            top.community_id,
+        )
+        for i, group in enumerate(groups)
+    ]
+    return [top, *children]
+
+
+@pytest.fixture
+async def batched(neo4j_server: Neo4jServer) -> AsyncIterator[Neo4jGraphStore]:
+    opened = await open_test_store(neo4j_server, community_batches=TINY_BATCHES)
+    await opened.delete_everything()
+    for index, name in enumerate(NAMES):
+        await opened.upsert_document("kb", simple_document("kb", f"d{index}", f"{name} text", name), [axis(0)], {})
+    yield opened
+    await opened.close()
+
+
+def by_id(communities: list[CommunityRecord]) -> dict[str, CommunityRecord]:
+    return {c.community_id: c for c in communities}
+
+
+async def test_a_large_refresh_in_batches_ends_in_exactly_the_new_set(
+    batched: Neo4jGraphStore, caplog: pytest.LogCaptureFixture
+) -> None:
+    first = clustering("a", [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]])
+    vectors = {c.community_id: axis(i) for i, c in enumerate(first)}
+    await batched.replace_communities("kb", first, vectors)
+    assert by_id(await batched.list_communities("kb")) == by_id(first)
+
+    # Re-clustered: every old community but the top is dropped (more than one batch of them), members move.
+    caplog.set_level("INFO", logger="backend.infrastructure.graph_store.neo4j.community_refresh")
+    second = clustering("b", [[0, 4, 8], [1, 5, 9], [2, 6, 10], [3, 7, 11]], top_prefix="a")  # the top is kept
+    await batched.replace_communities("kb", second, {c.community_id: axis(5) for c in second[1:]})
+    assert "in " in caplog.text and "batches" in caplog.text  # it did take the batched path
+    assert by_id(await batched.list_communities("kb")) == by_id(second)
+    assert await batched.communities_of("kb", ["kb-E5"]) == [second[0], second[2]]
+    hits = await batched.search_communities("kb", axis(0), 0, 5)
+    assert [h.community for h in hits] == [second[0]] and hits[0].score == pytest.approx(1.0, abs=1e-5)
+    assert (await batched.counts("kb")).communities == 5
+
+
+async def test_a_newer_refresh_stops_an_older_one_between_batches(neo4j_server: Neo4jServer) -> None:
+    older_set = clustering("old", [[0, 1], [2, 3], [4, 5], [6, 7], [8, 9], [10, 11]])
+    newer_set = clustering("new", [[0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 10, 11]])
+    store = await open_test_store(neo4j_server, community_batches=TINY_BATCHES)
+    try:
+        await store.delete_everything()
+        for index, name in enumerate(NAMES):
+            await store.upsert_document("kb", simple_document("kb", f"d{index}", f"{name} text", name), [axis(0)], {})
+        await store.replace_communities("kb", clustering("seed", [[i] for i in range(12)]), {})
+        transactions = 0
+        real_write = store._write
+
+        async def write_then_interrupt(operation: str, work: Any) -> Any:
+            # After the older refresh's third transaction, a newer refresh of the same KB runs to completion.
+            nonlocal transactions
+            transactions += 1
+            result = await real_write(operation, work)
+            if transactions == 3:
+                store._write = real_write  # type: ignore[method-assign]
+                await store.replace_communities("kb", newer_set, {})
+            return result
+
+        store._write = write_then_interrupt  # type: ignore[method-assign]
+        await store.replace_communities("kb", older_set, {})
+        assert by_id(await store.list_communities("kb")) == by_id(newer_set)
+        assert (await store.counts("kb")).communities == len(newer_set)
+    finally:
+        await store.close()
+
+
+async def test_a_refresh_with_vectors_of_another_dimension_writes_nothing(batched: Neo4jGraphStore) -> None:
+    first = clustering("a", [[0, 1, 2, 3, 4, 5], [6, 7, 8, 9, 10, 11]])
+    await batched.replace_communities("kb", first, {first[0].community_id: axis(0)})
+    changed = clustering("b", [[0], [1]], top_prefix="a")  # the top keeps its DIM vector; the new ones get 3
+    with pytest.raises(InvalidRequest, match="different dimensions"):
+        await batched.replace_communities("kb", changed, {c.community_id: [1.0, 0.0, 0.0] for c in changed[1:]})
+    assert by_id(await batched.list_communities("kb")) == by_id(first)

@@ -19,6 +19,7 @@ import pytest
 from neo4j import AsyncGraphDatabase
 
 from backend.infrastructure.graph_store.neo4j import Neo4jGraphStore
+from backend.infrastructure.graph_store.neo4j.community_refresh import DEFAULT_BATCHES, BatchLimits
 from backend.infrastructure.graph_store.neo4j.store import EXACT_SCAN_MAX
 from tests.support.postgres import docker_answers, service_missing
 
@@ -60,24 +61,27 @@ def neo4j_uri(neo4j_server: Neo4jServer) -> str:
     return neo4j_server.uri
 
 
-async def open_test_store(server: Neo4jServer, exact_scan_max: int = EXACT_SCAN_MAX) -> Neo4jGraphStore:
+async def open_test_store(
+    server: Neo4jServer, exact_scan_max: int = EXACT_SCAN_MAX, community_batches: BatchLimits = DEFAULT_BATCHES
+) -> Neo4jGraphStore:
     """A store on the test server, with the suite's vector dimension (vector indexes of another are rebuilt)."""
-    store = await _open(server, exact_scan_max)
+    store = await _open(server, exact_scan_max, community_batches)
     stale = [name for name, size in store.vector_index_dimensions.items() if size != TEST_EMBEDDING_DIMENSION]
     if not stale:
         return store
     await store.close()
     await _drop_indexes(server, stale)
-    return await _open(server, exact_scan_max)
+    return await _open(server, exact_scan_max, community_batches)
 
 
-async def _open(server: Neo4jServer, exact_scan_max: int) -> Neo4jGraphStore:
+async def _open(server: Neo4jServer, exact_scan_max: int, community_batches: BatchLimits) -> Neo4jGraphStore:
     return await Neo4jGraphStore.open(
         server.uri,
         server.user,
         server.password,
         embedding_dimension=TEST_EMBEDDING_DIMENSION,
         exact_scan_max=exact_scan_max,
+        community_batches=community_batches,
     )
 
 

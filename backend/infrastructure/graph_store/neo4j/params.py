@@ -217,13 +217,15 @@ class CommunityParams:
     members: list[Params]
     parents: list[Params]
     keep: list[str]
+    unvectored: list[str]  # kept communities given no vector keep the stored one
+    dimension: int | None  # of the vectors given
 
 
 def community_params(kb: str, communities: Sequence[CommunityRecord], vectors: Mapping[str, Vector]) -> CommunityParams:
     known = check_communities(communities)
     ids = [c.community_id for c in communities]
     given = {cid: stored_vector(v, f"community {cid}") for cid, v in vectors.items() if cid in known}
-    one_dimension(list(given.values()), "community")
+    dimension = one_dimension(list(given.values()), "community")
     return CommunityParams(
         kb=kb,
         rows=[_community(kb, c, given.get(c.community_id)) for c in communities],
@@ -237,6 +239,8 @@ def community_params(kb: str, communities: Sequence[CommunityRecord], vectors: M
             if c.parent_id is not None
         ],
         keep=[node_uid(kb, cid) for cid in ids],
+        unvectored=[node_uid(kb, cid) for cid in ids if cid not in given],
+        dimension=dimension,
     )
 
 

@@ -18,7 +18,7 @@ Graph model (SPEC §8):
   (:RelationMention {kb, doc, pair, source_id, target_id, chunk_id, description, weight})  internal: one
       relation as one chunk states it, kept so that deletes can recompute the merged RELATED values;
       `doc` is its document's uid, `pair` a hash of (kb, source id, target id).
-  (:CommunitySet {uid, kb})  internal: one per KB, locked by `replace_communities`.
+  (:CommunitySet {uid, kb, refresh})  internal: one per KB, the lock and ticket of community refreshes.
 The fulltext indexes cover `kbt` too, so that Lucene itself scopes a search to its KB. `embedding` is
 absent for a zero vector (cosine is undefined there); `has_embedding` says a vector was given at all.
 """
@@ -220,20 +220,44 @@ CALL () {
     SET r.kb = $kb, r.description = row.description, r.weight = row.weight, r.chunk_ids = row.chunk_ids
 }"""
 
-# -- communities (one transaction) --------------------------------------------------------------------------------
-# A refresh after a one-document write changes a few communities of thousands: the transaction writes only what
-# differs (new and dropped communities, changed properties, memberships and parent links that changed), so its
-# size follows the change, not the KB (rewriting every link exceeded Neo4j's transaction memory on 6,000 documents).
+# -- communities (community_refresh.py) ---------------------------------------------------------------------------
+# A refresh writes only what differs from the stored set (new and dropped communities, changed properties,
+# memberships and parent links that changed). A small difference is one transaction; a large one (the top levels
+# of a big KB re-clustered) is applied in bounded batches, each its own transaction, because one transaction
+# holding it all exceeded Neo4j's transaction memory on 6,000 documents.
 
-# One node per KB whose write lock serialises community replacements of that KB.
-LOCK_COMMUNITIES: Final = """
+# One node per KB. Its `refresh` counter is a ticket: each batch locks the node and goes on only while its
+# refresh is the newest, so two refreshes of one KB never interleave their batches (the newer one wins).
+BEGIN_COMMUNITY_REFRESH: Final = """
 MERGE (l:CommunitySet {uid: $kbt})
-SET l.kb = $kb, l._lock = true
-REMOVE l._lock"""
+SET l.kb = $kb, l.refresh = coalesce(l.refresh, 0) + 1
+RETURN l.refresh AS ticket"""
+
+CONTINUE_COMMUNITY_REFRESH: Final = """
+MATCH (l:CommunitySet {uid: $kbt})
+SET l._lock = true
+REMOVE l._lock
+RETURN l.refresh = $ticket AS current"""
+
+# What a refresh will change, to choose one transaction or batches, and the vector dimension kept communities
+# without a new vector keep (the new vectors must match it).
+SURVEY_COMMUNITIES: Final = """
+CALL () {
+    MATCH (c:Community {kbt: $kbt}) WHERE c.kb = $kb AND NOT c.uid IN $keep
+    RETURN count(c) AS stale
+}
+CALL () {
+    UNWIND $unvectored AS uid
+    MATCH (c:Community {uid: uid}) WHERE c.embedding IS NOT NULL
+    RETURN collect(DISTINCT size(c.embedding)) AS dimensions
+}
+RETURN stale, dimensions"""
 
 DROP_OTHER_COMMUNITIES: Final = """
 MATCH (c:Community {kbt: $kbt}) WHERE c.kb = $kb AND NOT c.uid IN $keep
-DETACH DELETE c"""
+WITH c LIMIT $limit
+DETACH DELETE c
+RETURN count(*) AS dropped"""
 
 # A community whose id is kept keeps its embedding unless a new vector is given; unchanged properties are not
 # written again.
@@ -252,14 +276,14 @@ SET c.embedding = row.embedding, c.has_embedding = true"""
 
 # Memberships: the stale ones removed, the missing ones added (members that are not entities are skipped).
 UNLINK_STALE_MEMBERS: Final = """
-MATCH (e:Entity)-[r:IN_COMMUNITY]->(c:Community {kbt: $kbt}) WHERE c.kb = $kb AND NOT e.uid IN $members_of[c.uid]
+UNWIND $rows AS row
+MATCH (e:Entity)-[r:IN_COMMUNITY]->(:Community {uid: row.community})
+WHERE NOT e.uid IN row.members
 DELETE r"""
 
 LINK_MEMBERS: Final = """
-UNWIND $rows AS row
-MATCH (c:Community {uid: row.community})
-UNWIND row.members AS member
-MATCH (e:Entity {uid: member})
+UNWIND $pairs AS pair
+MATCH (c:Community {uid: pair[0]}), (e:Entity {uid: pair[1]})
 MERGE (e)-[:IN_COMMUNITY]->(c)"""
 
 UNLINK_STALE_PARENTS: Final = """
@@ -270,10 +294,6 @@ LINK_PARENTS: Final = """
 UNWIND $rows AS row
 MATCH (c:Community {uid: row.child}), (p:Community {uid: row.parent})
 MERGE (c)-[:PARENT]->(p)"""
-
-COMMUNITY_DIMENSIONS: Final = """
-MATCH (n:Community {kbt: $kbt}) WHERE n.kb = $kb AND n.embedding IS NOT NULL
-RETURN DISTINCT size(n.embedding) AS dimension"""
 
 # -- lookups by id -------------------------------------------------------------------------------------------------
 

@@ -42,8 +42,9 @@ from backend.domain.graph import (
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
 from backend.graphrag_agent.text import fulltext_query_terms
+from backend.infrastructure.graph_store.neo4j import community_refresh, writes
 from backend.infrastructure.graph_store.neo4j import queries as q
-from backend.infrastructure.graph_store.neo4j import writes
+from backend.infrastructure.graph_store.neo4j.community_refresh import DEFAULT_BATCHES, BatchLimits
 from backend.infrastructure.graph_store.neo4j.errors import DRIVER_ERRORS, public_uri, store_unavailable
 from backend.infrastructure.graph_store.neo4j.params import (
     MAX_TERM_CHARS,
@@ -205,8 +206,10 @@ class Neo4jGraphStore:
         index_dimensions: Mapping[str, int] | None = None,
         exact_scan_max: int = EXACT_SCAN_MAX,
         secrets: tuple[str, ...] = (),
+        community_batches: BatchLimits = DEFAULT_BATCHES,
     ) -> None:
         self._driver = driver
+        self._community_batches = community_batches
         self._database = database
         self._server = server
         self._index_dimensions = dict(index_dimensions or {})
@@ -226,6 +229,7 @@ class Neo4jGraphStore:
         connection_timeout_s: float = 10.0,
         max_retry_time_s: float = 15.0,
         exact_scan_max: int = EXACT_SCAN_MAX,
+        community_batches: BatchLimits = DEFAULT_BATCHES,
     ) -> Neo4jGraphStore:
         """Connect, create the schema if needed (idempotent) and return the store.
 
@@ -250,7 +254,14 @@ class Neo4jGraphStore:
             )
         except (*DRIVER_ERRORS, ValueError) as exc:
             raise store_unavailable(exc, "connecting", server, secrets) from exc
-        store = cls(driver, database=database, server=server, exact_scan_max=exact_scan_max, secrets=secrets)
+        store = cls(
+            driver,
+            database=database,
+            server=server,
+            exact_scan_max=exact_scan_max,
+            secrets=secrets,
+            community_batches=community_batches,
+        )
         try:
             await store.ping()
             with store._translated("creating the schema"):
@@ -355,7 +366,9 @@ class Neo4jGraphStore:
         self, kb: str, communities: Sequence[CommunityRecord], vectors: Mapping[str, Vector]
     ) -> None:
         params = community_params(kb, communities, vectors)
-        await self._write("replace_communities", lambda tx: writes.replace_communities(tx, params))
+        await community_refresh.replace_communities(
+            lambda work: self._write("replace_communities", work), params, self._community_batches
+        )
 
     async def list_communities(self, kb: str, level: int | None = None) -> list[CommunityRecord]:
         records = await self._read("list_communities", q.LIST_COMMUNITIES, **kb_scope(kb), level=level)

@@ -17,7 +17,6 @@ from backend.domain.graph import EntityMention, RelationMention
 from backend.infrastructure.graph_store.merge import MergedEntity, merge_entity, merge_relation
 from backend.infrastructure.graph_store.neo4j import queries as q
 from backend.infrastructure.graph_store.neo4j.params import (
-    CommunityParams,
     DocumentParams,
     indexed_terms,
     kb_scope,
@@ -151,32 +150,3 @@ def _endpoints(kb: str, source_id: str, target_id: str) -> dict[str, Any]:
 def _relation_values(mentions: list[RelationMention]) -> dict[str, Any]:
     merged = merge_relation(mentions)
     return {"description": merged.description, "weight": merged.weight, "chunk_ids": list(merged.chunk_ids)}
-
-
-# -- communities --------------------------------------------------------------------------------------------------
-
-
-async def replace_communities(tx: AsyncManagedTransaction, p: CommunityParams) -> None:
-    await run(tx, q.LOCK_COMMUNITIES, **kb_scope(p.kb))
-    await run(tx, q.DROP_OTHER_COMMUNITIES, **kb_scope(p.kb), keep=p.keep)
-    members_of = {row["community"]: row["members"] for row in p.members}
-    await run(tx, q.UNLINK_STALE_MEMBERS, **kb_scope(p.kb), members_of=members_of)
-    parent_of = {row["child"]: row["parent"] for row in p.parents}
-    await run(tx, q.UNLINK_STALE_PARENTS, **kb_scope(p.kb), parent_of=parent_of)
-    if p.rows:
-        await run(tx, q.WRITE_COMMUNITIES, **kb_scope(p.kb), rows=p.rows)
-        await run(tx, q.LINK_MEMBERS, rows=p.members)
-    if p.parents:
-        await run(tx, q.LINK_PARENTS, rows=p.parents)
-    await _check_community_dimensions(tx, p.kb)
-
-
-async def _check_community_dimensions(tx: AsyncManagedTransaction, kb: str) -> None:
-    """Kept communities keep their vectors: the new ones must match them (checked before commit)."""
-    found = await run(tx, q.COMMUNITY_DIMENSIONS, **kb_scope(kb))
-    dimensions = sorted(int(record["dimension"]) for record in found)
-    if len(dimensions) > 1:
-        raise InvalidRequest(
-            f"KB {kb!r}: the community embeddings would have different dimensions {dimensions}; "
-            "give a vector for every community after changing the embedding model"
-        )
