@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
+import logging
+import math
+import socket
 from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Annotated, TypeVar
@@ -13,6 +16,7 @@ import uvicorn
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 from rich.table import Table
+from sse_starlette.sse import AppStatus
 
 from backend.application.knowledge.knowledge_service import KnowledgeService
 from backend.application.ports.ingestion import IndexReport
@@ -22,11 +26,46 @@ from backend.domain.errors import GraphRagError
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.infrastructure.config.settings import AuthMode, Settings
 from backend.infrastructure.logging import configure_logging
-from backend.main import build_app, known_secrets
+from backend.main import RunningServices, build_app, known_secrets
 
 app = typer.Typer(help="GraphRAG Router→Worker backend", no_args_is_help=True, add_completion=False)
 console = Console(stderr=True)
+logger = logging.getLogger(__name__)
 T = TypeVar("T")
+
+# After the grace period: time for the stopped streams to send `error` and `done` and store their answers
+# before uvicorn cancels whatever is left.
+WIND_DOWN_S = 3.0
+
+
+class GracefulServer(uvicorn.Server):
+    """uvicorn's server, with a shutdown that lets chat streams finish.
+
+    On SIGTERM or SIGINT uvicorn stops accepting connections and waits for the open ones. Streams in flight
+    get `grace_s` to finish; then the stream handler ends those still running with `error` and `done` (their
+    partial answers stored), and uvicorn's own timeout (`grace_s + WIND_DOWN_S`) is only a backstop. The
+    lifespan then drains the answers still being saved and closes the stores.
+    """
+
+    def __init__(self, config: uvicorn.Config, running: RunningServices, grace_s: float) -> None:
+        super().__init__(config)
+        self._running = running
+        self._grace_s = grace_s
+
+    async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
+        stop = asyncio.get_running_loop().call_later(self._grace_s, self._stop_streams)
+        try:
+            await super().shutdown(sockets)
+        finally:
+            stop.cancel()
+
+    def _stop_streams(self) -> None:
+        services = self._running.container
+        if services is None:
+            return
+        stopped = services.stream.stop_streams()
+        if stopped:
+            logger.warning("shutdown grace period of %g s is over: ending %d stream(s)", self._grace_s, stopped)
 
 
 def _is_loopback(host: str) -> bool:
@@ -54,9 +93,21 @@ def serve(
     if settings.auth_mode is AuthMode.API_KEY and not settings.api_key_map():
         console.print('[red]AUTH_MODE=api_key needs API_KEYS ("key=user,key2=user2").[/red]')
         raise typer.Exit(2)
-    uvicorn.run(
-        build_app(settings), host=bind_host, port=port or settings.port, log_config=None, timeout_graceful_shutdown=10
+    # sse-starlette would cancel every stream as soon as the signal arrives, cutting them off mid-answer;
+    # GracefulServer ends them instead, after the grace period.
+    AppStatus.disable_automatic_graceful_drain()  # type: ignore[no-untyped-call]  # unannotated upstream
+    running = RunningServices()
+    config = uvicorn.Config(
+        build_app(settings, running),
+        host=bind_host,
+        port=port or settings.port,
+        log_config=None,
+        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_s + WIND_DOWN_S),
     )
+    server = GracefulServer(config, running, settings.shutdown_grace_s)
+    server.run()
+    if not server.started:
+        raise typer.Exit(3)  # what uvicorn.run exits with when the app fails to start
 
 
 def _with_knowledge(work: Callable[[KnowledgeService], Awaitable[T]]) -> T:

@@ -2,8 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
+
 from fastapi import FastAPI
 
+from backend.application.services import ServiceContainer
 from backend.bootstrap import open_services
 from backend.infrastructure.config.settings import Settings
 from backend.infrastructure.logging import configure_logging
@@ -20,6 +25,8 @@ def server_config(settings: Settings) -> ServerConfig:
         max_body_bytes=settings.max_body_bytes,
         max_upload_bytes=settings.max_upload_bytes,
         admin_users=settings.admin_user_ids(),
+        rate_limit_per_minute=settings.effective_rate_limit_per_minute(),
+        rate_limit_burst=settings.rate_limit_burst,
     )
 
 
@@ -37,7 +44,27 @@ def known_secrets(settings: Settings) -> list[str]:
     return [value for value in values if value]
 
 
-def build_app(settings: Settings | None = None) -> FastAPI:
+@dataclass
+class RunningServices:
+    """The app's services while its lifespan runs, for the serving process (it stops the streams at shutdown)."""
+
+    container: ServiceContainer | None = None
+
+
+def build_app(settings: Settings | None = None, running: RunningServices | None = None) -> FastAPI:
     settings = settings or Settings()
     configure_logging(settings.log_level, known_secrets(settings))
-    return create_app(lambda: open_services(settings), server_config(settings))
+    app_settings = settings
+
+    @asynccontextmanager
+    async def services() -> AsyncIterator[ServiceContainer]:
+        async with open_services(app_settings) as container:
+            if running is not None:
+                running.container = container
+            try:
+                yield container
+            finally:
+                if running is not None:
+                    running.container = None
+
+    return create_app(services, server_config(settings))

@@ -56,8 +56,14 @@ def status_for(error: GraphRagError) -> int:
     return 500
 
 
+# Codes of in-stream errors that no error class raises (the stream handler sends them itself).
+STATUS_BY_STREAM_CODE = {"shutting_down": 503, "internal_error": 500}
+
+
 def status_for_code(code: str) -> int:
     """The status of the error class with this `code`, for errors that travel as a code (in-stream events)."""
+    if code in STATUS_BY_STREAM_CODE:
+        return STATUS_BY_STREAM_CODE[code]
     pending: list[type[GraphRagError]] = [GraphRagError]
     while pending:
         error_type = pending.pop()
@@ -155,7 +161,9 @@ async def _validation_error(request: Request, error: Exception) -> JSONResponse:
 
 async def _http_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, HTTPException)
-    code = {404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(error.status_code, "http_error")
+    code = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
+        error.status_code, "http_error"
+    )
     return error_response(request.url.path, error.status_code, code, str(error.detail), headers=error.headers)
 
 

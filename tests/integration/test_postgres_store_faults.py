@@ -13,7 +13,8 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 import pytest
 
-from backend.domain.errors import StoreUnavailable
+from backend.domain.conversation import NewMessage, Role
+from backend.domain.errors import InvalidRequest, StoreUnavailable
 from backend.infrastructure.persistence.postgres import PostgresConversationStore
 
 SECRET = "s3cret-pa55"
@@ -192,3 +193,17 @@ async def _tables(dsn: str) -> list[str]:
     finally:
         await conn.close()
     return [str(row["table_name"]) for row in rows]
+
+
+@pytest.mark.postgres
+async def test_text_postgres_cannot_hold_is_bad_input_not_an_outage(isolated_postgres_dsn: str) -> None:
+    store = await PostgresConversationStore.open(isolated_postgres_dsn)
+    try:
+        conversation = await store.get_or_create_conversation_id("alice", "s1")
+        with pytest.raises(InvalidRequest, match="cannot hold this text"):
+            await store.append_message(conversation, NewMessage(Role.USER, "before\x00after"))
+        assert store.ready  # the store still works
+        stored = await store.append_message(conversation, NewMessage(Role.USER, "plain"))
+        assert [m.id for m in await store.list_messages(conversation)] == [stored.id]
+    finally:
+        await store.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -31,13 +32,15 @@ class StreamCapture:
         return "".join(event["content"] for event in self.of("token"))
 
 
-def _consume_lines(buffer: bytearray, capture: StreamCapture) -> None:
+def _consume_lines(buffer: bytearray, capture: StreamCapture) -> Iterator[None]:
+    """Parse the complete lines in `buffer`; yields after each event is recorded."""
     while b"\n" in buffer:
         line, _, rest = bytes(buffer).partition(b"\n")
         buffer[:] = rest
         if line.startswith(b"data: "):
             capture.events.append(orjson.loads(line[len(b"data: ") :]))
             capture.received_at.append(time.perf_counter())
+            yield
         elif line.startswith(b":"):
             capture.comments.append(line[1:].decode().strip())
 
@@ -48,8 +51,10 @@ async def read_stream(
     body: dict[str, Any],
     stop_after_tokens: int | None = None,
     headers: dict[str, str] | None = None,
+    on_event: Callable[[StreamCapture], Awaitable[None]] | None = None,
 ) -> StreamCapture:
-    """POST and read the SSE stream; with `stop_after_tokens`, hang up after that many token events."""
+    """POST and read the SSE stream; with `stop_after_tokens`, hang up after that many token events. `on_event`
+    is awaited after each event arrives (a fault test injects its fault at a chosen point of the stream)."""
     capture = StreamCapture()
     buffer = bytearray()
     async with client.stream("POST", path, json=body, headers=headers) as response:
@@ -62,7 +67,9 @@ async def read_stream(
         async for chunk in response.aiter_raw():
             capture.raw.extend(chunk)
             buffer.extend(chunk)
-            _consume_lines(buffer, capture)
+            for _ in _consume_lines(buffer, capture):
+                if on_event is not None:
+                    await on_event(capture)
             if stop_after_tokens is not None and len(capture.of("token")) >= stop_after_tokens:
                 break
     return capture

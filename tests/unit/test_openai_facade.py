@@ -306,6 +306,7 @@ def test_an_error_is_an_openai_error_frame_then_done_without_a_stop_chunk() -> N
         ("unknown_kb", 404),
         ("model_not_found", 404),  # the facade's own errors too
         ("internal_error", 500),
+        ("shutting_down", 503),  # sent by the stream handler at shutdown, raised by no error class
         ("no_such_code", 500),
     ],
 )

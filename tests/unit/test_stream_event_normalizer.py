@@ -50,7 +50,7 @@ def test_every_event_kind_has_the_protocol_shape_with_request_id_seq_and_ts() ->
         },
         {"status": "reasoning", "content": "thinking"},
         {"status": "token", "content": "Hello"},
-        {"status": "error", "message": "model failed"},
+        {"status": "error", "message": "model failed", "code": "model_error"},
         {
             "status": "execution_log",
             "content": {"node": "route", "input": {"message": "q"}, "output": {"kb": "x"}, "duration_ms": 1.5},

@@ -5,6 +5,10 @@ before any protocol sees it. The assistant message is stored exactly once: at th
 goes away mid-stream — by a shielded task that the disconnect cannot cancel, marked as not completed.
 Each request runs under its own budget (model calls, time; domain/budget.py): going over ends the stream
 with an `error` (code `budget_exceeded`) and keeps what was produced.
+
+At shutdown the serving process calls `stop_streams()` once its grace period is over: every stream still being
+produced ends cleanly — `error` (code `shutting_down`), then `done` — and keeps its partial answer, rather than
+being cut off mid-frame when the server closes its connections.
 """
 
 from __future__ import annotations
@@ -14,6 +18,7 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
+from dataclasses import dataclass
 
 from backend.application.chat.budgets import BudgetPolicy
 from backend.application.chat.inputs import ChatInput
@@ -40,6 +45,18 @@ from backend.domain.events import (
 logger = logging.getLogger(__name__)
 
 INTERNAL_ERROR_MESSAGE = "internal error while answering; what was generated so far has been kept"
+SHUTDOWN_MESSAGE = "the service is shutting down; what was generated so far has been kept"
+SHUTDOWN_CODE = "shutting_down"
+
+
+@dataclass(eq=False, slots=True)
+class _LiveStream:
+    """One stream being produced, as `stop_streams` sees it."""
+
+    task: asyncio.Task[object] | None  # the task that iterates the stream (the protocol's response)
+    stopping: bool = False
+    producing: bool = False  # waiting for the next event from routing, retrieval or the model
+    interrupted: bool = False  # `stop_streams` cancelled that wait
 
 
 class StreamHandler:
@@ -57,6 +74,33 @@ class StreamHandler:
         self._pipeline = pipeline or EventPipeline()
         self._budgets = budgets or BudgetPolicy()
         self._pending_saves: set[asyncio.Task[str | None]] = set()
+        self._live: set[_LiveStream] = set()
+        self._stopping = False
+
+    @property
+    def active_streams(self) -> int:
+        """Streams being produced now."""
+        return len(self._live)
+
+    @property
+    def pending_saves(self) -> int:
+        """Answers still being stored (after disconnects, or at the end of streams)."""
+        return len(self._pending_saves)
+
+    def stop_streams(self) -> int:
+        """End every stream being produced, and any opened later, with `error` (`shutting_down`) and `done`.
+
+        A stream waiting for its next event is interrupted at once (its task is cancelled and the cancellation
+        taken back); one whose event is being sent stops before it asks for the next. Returns how many streams
+        were running.
+        """
+        self._stopping = True
+        for live in self._live:
+            live.stopping = True
+            if live.producing and live.task is not None and not live.interrupted:
+                live.interrupted = True
+                live.task.cancel()
+        return len(self._live)
 
     async def prepare(self, context: RequestContext, chat_input: ChatInput) -> PreparedTurn:
         """Validate and store the user message; raises before any byte of the stream is sent."""
@@ -67,6 +111,8 @@ class StreamHandler:
         is what the client was sent."""
         draft = AssistantDraft(mode=self._executor.mode)
         run = Run(turn.context, turn.message)
+        live = _LiveStream(asyncio.current_task(), stopping=self._stopping)
+        self._live.add(live)
         saved = False
         with budget_scope(self._budgets.new()) as budget:
             try:
@@ -75,19 +121,35 @@ class StreamHandler:
                     yield event
                 try:
                     async with aclosing(self._produce(turn, draft)) as produced:
-                        async for raw in produced:
+                        # Not `async for`: `stop_streams` must know when the stream waits for its next event.
+                        while not live.stopping:
+                            live.producing = True
+                            try:
+                                raw = await anext(produced)
+                            except StopAsyncIteration:
+                                draft.completed = True
+                                break
+                            finally:
+                                live.producing = False
                             budget.check_time()
                             for event in self._through(run, draft, raw):
                                 yield event
-                    draft.completed = True
                 except GraphRagError as error:
                     draft.error = error.message
                     for event in self._through(run, draft, ErrorEvent(error.message, error.code)):
                         yield event
+                except asyncio.CancelledError:
+                    if not _take_back_stop(live):
+                        raise
                 except Exception:
                     logger.exception("stream for request %s failed", turn.context.request_id)
                     draft.error = INTERNAL_ERROR_MESSAGE
                     for event in self._through(run, draft, ErrorEvent(INTERNAL_ERROR_MESSAGE, "internal_error")):
+                        yield event
+                _take_back_stop(live)  # production turned the interruption into an error: none may stay pending
+                if live.stopping and not draft.completed and draft.error is None:
+                    draft.error = SHUTDOWN_MESSAGE
+                    for event in self._through(run, draft, ErrorEvent(SHUTDOWN_MESSAGE, SHUTDOWN_CODE)):
                         yield event
                 for event in await self._pipeline.finish(run, RunOutcome(draft.completed, draft.error)):
                     _keep(draft, event)
@@ -104,6 +166,7 @@ class StreamHandler:
                 for event in self._through(run, draft, DoneEvent(message_id)):
                     yield event
             finally:
+                self._live.discard(live)
                 if not saved:
                     draft.error = draft.error or "client disconnected before the answer was complete"
                     draft.debug |= run.record
@@ -150,6 +213,15 @@ class StreamHandler:
         """Wait for saves still running after disconnects (called at shutdown)."""
         if self._pending_saves:
             await asyncio.gather(*self._pending_saves, return_exceptions=True)
+
+
+def _take_back_stop(live: _LiveStream) -> bool:
+    """Take back the cancellation with which `stop_streams` interrupted this stream. True when that was the only
+    one: any other (the client left, the server gave up on the request) must still end the stream."""
+    if not live.interrupted or live.task is None:
+        return False
+    live.interrupted = False
+    return live.task.uncancel() == 0
 
 
 def _keep(draft: AssistantDraft, event: StreamEvent) -> None:

@@ -12,6 +12,8 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from backend.domain.debug import DebugLevel
 
+DEFAULT_RATE_LIMIT_PER_MINUTE = 120
+
 
 class AuthMode(StrEnum):
     API_KEY = "api_key"
@@ -56,12 +58,18 @@ class Settings(BaseSettings):
     debug_level: DebugLevel = Field(DebugLevel.STANDARD, alias="DEBUG_LEVEL")
     request_max_model_calls: int | None = Field(16, alias="REQUEST_MAX_MODEL_CALLS", ge=1)
     request_timeout_s: float | None = Field(300.0, alias="REQUEST_TIMEOUT_S", gt=0)
+    # After SIGTERM, streams in flight may run this long; then they end with `error` (shutting_down) and `done`.
+    shutdown_grace_s: float = Field(5.0, alias="SHUTDOWN_GRACE_S", ge=0)
 
     # Identity
     auth_mode: AuthMode = Field(AuthMode.API_KEY, alias="AUTH_MODE")
     api_keys: SecretStr = Field(SecretStr(""), alias="API_KEYS")  # "key1=alice,key2=bob"
     admin_users: str = Field("", alias="ADMIN_USERS")  # "alice,carol": may create KBs, ingest, delete
     max_upload_bytes: int = Field(52_428_800, alias="MAX_UPLOAD_BYTES", gt=0)
+    # API requests per caller and minute; unset: DEFAULT_RATE_LIMIT_PER_MINUTE with API keys, off in development
+    # mode (one developer on loopback, and a claimed user id proves nothing); 0: off.
+    rate_limit_per_minute: int | None = Field(None, alias="RATE_LIMIT_PER_MINUTE", ge=0)
+    rate_limit_burst: int = Field(20, alias="RATE_LIMIT_BURST", gt=0)
 
     # Conversation store
     conversation_store: StoreKind = Field(StoreKind.AUTO, alias="CONVERSATION_STORE")
@@ -147,6 +155,11 @@ class Settings(BaseSettings):
         password = quote(self.postgres_password.get_secret_value(), safe="")
         auth = f"{quote(self.postgres_user, safe='')}:{password}" if password else quote(self.postgres_user, safe="")
         return f"postgresql://{auth}@{self.postgres_host}:{self.postgres_port}/{quote(self.postgres_db, safe='')}"
+
+    def effective_rate_limit_per_minute(self) -> int:
+        if self.rate_limit_per_minute is not None:
+            return self.rate_limit_per_minute
+        return DEFAULT_RATE_LIMIT_PER_MINUTE if self.auth_mode is AuthMode.API_KEY else 0
 
     def admin_user_ids(self) -> frozenset[str]:
         return frozenset(user.strip() for user in self.admin_users.split(",") if user.strip())

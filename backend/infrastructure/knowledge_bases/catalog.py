@@ -3,19 +3,30 @@
 Created KBs live in the graph store, so they survive restarts and every server process sharing
 the store sees them: a lookup that misses re-reads the store before answering "unknown", and the
 list is re-read when older than `refresh_s`.
+
+When the store is down, the catalog keeps what it knows (the registry file's KBs and the created ones it
+last read) and tries again after `refresh_s`, so routing and general chat go on; only a lookup of a KB it
+has never seen fails (`StoreUnavailable`), since "unknown" would then be a guess.
 """
 
 from __future__ import annotations
 
 import asyncio
+import logging
 import time
 from collections.abc import Sequence
 from typing import Protocol
 
-from backend.domain.errors import Conflict, InvalidRequest
+from backend.domain.errors import Conflict, InvalidRequest, StoreUnavailable
 from backend.domain.knowledge_base import KnowledgeBase, is_valid_kb_prefix
 from backend.domain.worker_name import DEFAULT_KB_ALIAS
 from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
+
+logger = logging.getLogger(__name__)
+
+# How long a request waits for the KB list: a store that is down can take far longer to say so (the Neo4j
+# driver retries a read for up to 15 s).
+REFRESH_TIMEOUT_S = 2.0
 
 
 class KnowledgeBaseRecords(Protocol):
@@ -29,10 +40,17 @@ class KnowledgeBaseRecords(Protocol):
 class KnowledgeBaseCatalog:
     """Implements the application's `KnowledgeBaseCatalog` port."""
 
-    def __init__(self, registry: KnowledgeBaseRegistry, records: KnowledgeBaseRecords, refresh_s: float = 5.0) -> None:
+    def __init__(
+        self,
+        registry: KnowledgeBaseRegistry,
+        records: KnowledgeBaseRecords,
+        refresh_s: float = 5.0,
+        refresh_timeout_s: float = REFRESH_TIMEOUT_S,
+    ) -> None:
         self._registry = registry
         self._records = records
         self._refresh_s = refresh_s
+        self._refresh_timeout_s = refresh_timeout_s
         self._created: dict[str, KnowledgeBase] = {}
         self._loaded_at = float("-inf")
         self._lock = asyncio.Lock()
@@ -43,7 +61,16 @@ class KnowledgeBaseCatalog:
         async with self._lock:
             if not force and time.monotonic() - self._loaded_at < self._refresh_s:
                 return
-            stored = await self._records.list_knowledge_bases()
+            try:
+                async with asyncio.timeout(self._refresh_timeout_s):
+                    stored = await self._records.list_knowledge_bases()
+            except (StoreUnavailable, TimeoutError) as error:
+                reason = error.message if isinstance(error, StoreUnavailable) else "it did not answer in time"
+                if force:
+                    raise StoreUnavailable(f"the knowledge bases could not be read: {reason}") from error
+                self._loaded_at = time.monotonic()  # keep what is known; try again after refresh_s
+                logger.warning("knowledge bases not re-read, using the %d known: %s", len(self._created), reason)
+                return
             self._created = {kb.kb_prefix: kb for kb in stored if self._registry.get(kb.kb_prefix) is None}
             self._loaded_at = time.monotonic()
 

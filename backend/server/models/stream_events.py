@@ -42,8 +42,8 @@ def event_fields(event: StreamEvent) -> dict[str, Any]:
             }
         case CitationsEvent(citations=citations):
             return {"content": [citation.to_dict() for citation in citations]}
-        case ErrorEvent(message=message):
-            return {"message": message}
+        case ErrorEvent(message=message, code=code):
+            return {"message": message, "code": code}
         case ExecutionLogEvent():
             return {
                 "content": {

@@ -20,7 +20,7 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from backend.domain.conversation import FeedbackRecord, NewMessage, Role, StoredMessage
-from backend.domain.errors import NotFound, StoreUnavailable
+from backend.domain.errors import InvalidRequest, NotFound, StoreUnavailable
 from backend.infrastructure.persistence.common import (
     citations_from_json,
     citations_to_json,
@@ -243,6 +243,10 @@ class PostgresConversationStore:
         try:
             async with pool.acquire() as conn:
                 yield conn
+        except asyncpg.DataError as exc:
+            # The server refused a value (a NUL or a character its encoding cannot hold): the input is bad,
+            # the store is fine.
+            raise InvalidRequest(f"the conversation store cannot hold this text: {_describe_error(exc)}") from exc
         except _DRIVER_ERRORS as exc:
             raise StoreUnavailable(f"{self._unavailable()}: {_describe_error(exc)}") from exc
 
