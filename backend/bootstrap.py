@@ -133,7 +133,11 @@ def _build_chat_model(settings: Settings, stack: AsyncExitStack) -> ChatModel | 
     return AccountedChatModel(model, secrets=[settings.llm_api_key.get_secret_value()])
 
 
-async def _open_graph_store(settings: Settings, embedder: TextEmbedder, stack: AsyncExitStack) -> GraphStore:
+async def _open_graph_store(
+    settings: Settings, embedder: TextEmbedder, stack: AsyncExitStack, serving: bool
+) -> GraphStore:
+    """The knowledge graph. A server starts while Neo4j is down (it creates the schema when Neo4j answers, and
+    /ready says so); the CLI, which has nothing to do without the graph, fails at once."""
     store: GraphStore
     kind = settings.graph_store
     if kind is GraphStoreKind.NEO4J or (kind is GraphStoreKind.AUTO and settings.neo4j_uri):
@@ -145,6 +149,7 @@ async def _open_graph_store(settings: Settings, embedder: TextEmbedder, stack: A
             settings.neo4j_password.get_secret_value(),
             database=settings.neo4j_database,
             embedding_dimension=embedder.dimension,
+            lazy=serving,
         )
         logger.info("knowledge graph: Neo4j")
     else:
@@ -184,12 +189,13 @@ class _Knowledge:
 
 
 async def _open_knowledge(
-    settings: Settings, model: ChatModel | None, stack: AsyncExitStack, deferred_communities: bool
+    settings: Settings, model: ChatModel | None, stack: AsyncExitStack, serving: bool
 ) -> _Knowledge:
-    """The knowledge graph and everything that writes it, shared by the server and the CLI."""
+    """The knowledge graph and everything that writes it, shared by the server (`serving`: communities are
+    refreshed in the background) and the CLI (refreshed at the end of each batch)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
     embedder = _build_embedder(settings)
-    store = await _open_graph_store(settings, embedder, stack)
+    store = await _open_graph_store(settings, embedder, stack, serving)
     registry = KnowledgeBaseRegistry.from_file(settings.kb_registry_path)
     catalog = KnowledgeBaseCatalog(registry, store)
     locks = KbLocks()
@@ -197,7 +203,7 @@ async def _open_knowledge(
         store, embedder, _build_summarizer(settings, model), CommunityOptions(settings.community_max_cluster_size)
     )
     refresher: CommunityRefresher = maintainer
-    if deferred_communities:
+    if serving:
         deferred = DeferredRefresher(maintainer, locks, settings.community_refresh_delay_s)
         stack.push_async_callback(deferred.drain)
         refresher = deferred
@@ -218,7 +224,7 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
     async with AsyncExitStack() as stack:
         store = await _open_conversation_store(settings, stack)
         model = _build_chat_model(settings, stack)
-        knowledge = await _open_knowledge(settings, model, stack, deferred_communities=True)
+        knowledge = await _open_knowledge(settings, model, stack, serving=True)
         catalog = knowledge.catalog
 
         generator = AnswerGenerator(model, settings.history_token_budget)
@@ -273,5 +279,5 @@ async def open_knowledge_service(settings: Settings) -> AsyncIterator[KnowledgeS
     """Only what ingestion needs (the CLI): communities are refreshed at the end of each batch."""
     async with AsyncExitStack() as stack:
         model = _build_chat_model(settings, stack)
-        knowledge = await _open_knowledge(settings, model, stack, deferred_communities=False)
+        knowledge = await _open_knowledge(settings, model, stack, serving=False)
         yield knowledge.service

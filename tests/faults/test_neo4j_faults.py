@@ -1,9 +1,9 @@
 """Neo4j down under a running service, on a private Neo4j (tests/support/private_neo4j.py) that the test kills.
 
-Why a server of its own and a kill, rather than a URI where nothing listens: the service must start on a
-working graph (it fails fast when its knowledge store is unreachable at start-up), and the fault is the one
-that matters in production, the database going away under live traffic — with the driver's pooled
-connections, routing table and retries in play. The same server is then started again on its data.
+Why a server of its own and a kill, rather than a URI where nothing listens: the fault that matters in
+production is the database going away under live traffic — with the driver's pooled connections, routing
+table and retries in play. The same server is then started again on its data. Neo4j down at start-up is the
+last test: the shared test server behind a switchable proxy that is not started yet.
 """
 
 from __future__ import annotations
@@ -13,6 +13,7 @@ import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -22,9 +23,11 @@ from tests.e2e.conftest import SAMPLE_DOCUMENTS
 from tests.faults.helpers import error_messages, messages, new_session, poll, ready
 from tests.support.fault_report import outcome, owed, owed_response
 from tests.support.live_server import live_server, llm_settings, make_settings
+from tests.support.neo4j import Neo4jServer
 from tests.support.private_neo4j import PrivateNeo4j
 from tests.support.scripted_llm import Reply, ScriptedLLM
 from tests.support.sse import StreamCapture, read_stream
+from tests.support.tcp_forwarder import TcpForwarder, closed_port
 
 pytestmark = pytest.mark.slow
 
@@ -137,3 +140,41 @@ async def test_neo4j_down_fails_rag_clearly_while_general_chat_and_history_keep_
         f"{chatted_after:.1f} s named, {routed_after:.1f} s routed; /ready true {recovered_s:.2f} s after "
         "Neo4j was back",
     )
+
+
+async def test_the_service_starts_while_neo4j_is_down_and_uses_it_once_it_answers(
+    data_dir: Path, neo4j_server: Neo4jServer, scripted_llm: ScriptedLLM
+) -> None:
+    real = urlsplit(neo4j_server.uri)
+    proxy = TcpForwarder(closed_port(), real.hostname or "127.0.0.1", real.port or 7687)
+    settings = make_settings(
+        data_dir,
+        GRAPH_STORE="neo4j",
+        NEO4J_URI=f"{real.scheme}://127.0.0.1:{proxy.port}",
+        NEO4J_USER=neo4j_server.user,
+        NEO4J_PASSWORD=neo4j_server.password,
+        RAG_AGENT_TIMEOUT_S=AGENT_TIMEOUT_S,
+        **llm_settings(scripted_llm),
+    )
+    with live_server(settings) as server:  # starts although Neo4j does not answer
+        async with httpx.AsyncClient(base_url=server.base_url, timeout=30) as http:
+            readiness = await http.get("/ready")
+            assert readiness.status_code == 503
+            assert readiness.json()["checks"]["conversation_store"] == "ok"
+            assert readiness.json()["checks"]["knowledge_store"] != "ok"
+            scripted_llm.script(Reply(tokens=["Hello", " there"]))
+            general = await http.post(
+                "/api/v1/chat", json={"session_id": new_session("up"), "message": "hi!", "kb_prefix": "general"}
+            )
+            assert general.status_code == 200 and general.json()["answer"] == "Hello there"
+            try:
+                await proxy.start()  # Neo4j answers now: no restart of the service
+
+                async def knowledge_store_ok() -> bool | None:
+                    return True if (await ready(http))["ready"] else None
+
+                await poll(knowledge_store_ok, 90, "the service seeing Neo4j back")
+                kbs = (await http.get("/api/v1/kbs")).json()
+                assert "orchard" in [kb["kb_prefix"] for kb in kbs["knowledge_bases"]]
+            finally:
+                await proxy.stop()

@@ -9,6 +9,7 @@ import asyncio
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
+from urllib.parse import urlsplit
 
 import neo4j.exceptions
 import numpy as np
@@ -33,6 +34,7 @@ from backend.infrastructure.graph_store.neo4j.errors import DRIVER_ERRORS, store
 from backend.infrastructure.graph_store.neo4j.store import lucene_query
 from backend.infrastructure.graph_store.port import GraphCounts
 from tests.support.neo4j import TEST_EMBEDDING_DIMENSION, Neo4jServer, open_test_store
+from tests.support.tcp_forwarder import TcpForwarder, closed_port
 
 DIM = TEST_EMBEDDING_DIMENSION
 PASSWORD = "s3cret-Pa55word"  # a dummy, checked never to appear in messages
@@ -451,3 +453,39 @@ async def test_a_refresh_with_vectors_of_another_dimension_writes_nothing(batche
     with pytest.raises(InvalidRequest, match="different dimensions"):
         await batched.replace_communities("kb", changed, {c.community_id: [1.0, 0.0, 0.0] for c in changed[1:]})
     assert by_id(await batched.list_communities("kb")) == by_id(first)
+
+
+# -- opening while the server is down --------------------------------------------------------------------------
+
+
+async def test_a_lazy_store_opens_while_neo4j_is_down_and_creates_its_schema_when_it_answers(
+    neo4j_server: Neo4jServer,
+) -> None:
+    real = urlsplit(neo4j_server.uri)
+    forwarder = TcpForwarder(closed_port(), real.hostname or "127.0.0.1", real.port or 7687)
+    uri = f"{real.scheme}://127.0.0.1:{forwarder.port}"
+    with pytest.raises(StoreUnavailable):  # not lazy: the server must answer at once
+        await Neo4jGraphStore.open(uri, neo4j_server.user, neo4j_server.password, connection_timeout_s=1)
+    store = await Neo4jGraphStore.open(
+        uri,
+        neo4j_server.user,
+        neo4j_server.password,
+        embedding_dimension=TEST_EMBEDDING_DIMENSION,
+        connection_timeout_s=1,
+        max_retry_time_s=1,
+        lazy=True,
+    )
+    try:
+        with pytest.raises(StoreUnavailable):
+            await store.ping()
+        with pytest.raises(StoreUnavailable):
+            await store.list_knowledge_bases()
+        await forwarder.start()  # Neo4j is back
+        await store.ping()
+        assert store.vector_index_dimensions  # the schema was created on the way
+        await store.delete_everything()
+        await store.upsert_document("kb", simple_document("kb", "d1", "apple harvest"), [axis(0)], {})
+        assert [h.chunk_id for h in await store.search_chunks_fulltext("kb", "harvest", 3)] == ["d1-c0"]
+    finally:
+        await store.close()
+        await forwarder.stop()

@@ -3,9 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from urllib.parse import urlsplit, urlunsplit
@@ -16,15 +14,9 @@ import pytest
 from backend.domain.conversation import NewMessage, Role
 from backend.domain.errors import InvalidRequest, StoreUnavailable
 from backend.infrastructure.persistence.postgres import PostgresConversationStore
+from tests.support.tcp_forwarder import TcpForwarder, closed_port
 
 SECRET = "s3cret-pa55"
-
-
-def _closed_port() -> int:
-    """A local port nothing listens on (bound once by us, then released)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
 
 
 def _via_port(dsn: str, port: int) -> str:
@@ -33,49 +25,9 @@ def _via_port(dsn: str, port: int) -> str:
     return urlunsplit(parts._replace(netloc=f"{credentials}{at}127.0.0.1:{port}"))
 
 
-class TcpForwarder:
-    """A switchable TCP proxy to the real server: stopping it looks like Postgres going down."""
-
-    def __init__(self, port: int, target_host: str, target_port: int) -> None:
-        self.port = port
-        self._target = (target_host, target_port)
-        self._server: asyncio.Server | None = None
-        self._writers: set[asyncio.StreamWriter] = set()
-        self._tasks: set[asyncio.Task[None]] = set()
-
-    async def start(self) -> None:
-        self._server = await asyncio.start_server(self._accept, "127.0.0.1", self.port)
-
-    async def stop(self) -> None:
-        if self._server is not None:
-            self._server.close()
-            await self._server.wait_closed()
-            self._server = None
-        for writer in self._writers:
-            writer.transport.abort()  # cut live connections like a crashed server would
-        await asyncio.gather(*self._tasks, return_exceptions=True)
-
-    async def _accept(self, client_reader: asyncio.StreamReader, client_writer: asyncio.StreamWriter) -> None:
-        task = asyncio.current_task()
-        assert task is not None
-        self._tasks.add(task)
-        upstream_reader, upstream_writer = await asyncio.open_connection(*self._target)
-        self._writers.update((client_writer, upstream_writer))
-        await asyncio.gather(_pipe(client_reader, upstream_writer), _pipe(upstream_reader, client_writer))
-
-
-async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
-    # A reset is how the proxy's connections end when it is stopped; anything else is a real failure.
-    with contextlib.suppress(ConnectionError):
-        while chunk := await reader.read(65536):
-            writer.write(chunk)
-            await writer.drain()
-    writer.transport.abort()
-
-
 @pytest.fixture
 async def unreachable_store(caplog: pytest.LogCaptureFixture) -> AsyncIterator[PostgresConversationStore]:
-    dsn = f"postgresql://graphrag:{SECRET}@127.0.0.1:{_closed_port()}/graphrag_test"
+    dsn = f"postgresql://graphrag:{SECRET}@127.0.0.1:{closed_port()}/graphrag_test"
     with caplog.at_level(logging.WARNING):
         store = await PostgresConversationStore.open(dsn, connect_timeout=2)
     yield store
@@ -117,7 +69,7 @@ async def test_store_recovers_when_the_server_comes_back_without_a_restart(
     isolated_postgres_dsn: str,
 ) -> None:
     real = urlsplit(isolated_postgres_dsn)
-    forwarder = TcpForwarder(_closed_port(), real.hostname or "127.0.0.1", real.port or 5432)
+    forwarder = TcpForwarder(closed_port(), real.hostname or "127.0.0.1", real.port or 5432)
     store = await PostgresConversationStore.open(
         _via_port(isolated_postgres_dsn, forwarder.port), min_size=1, max_size=2, connect_timeout=2
     )

@@ -11,7 +11,9 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
+import logging
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -59,6 +61,7 @@ from backend.infrastructure.graph_store.neo4j.schema import ensure_schema
 from backend.infrastructure.graph_store.port import GraphCounts
 
 T = TypeVar("T")
+_log = logging.getLogger(__name__)
 
 MAX_LIMIT: Final = 1000  # no search or listing returns more rows than this, whatever the caller asks
 EXACT_SCAN_MAX: Final = 2000  # a KB with at most this many vectors of a kind is scanned exactly
@@ -210,6 +213,9 @@ class Neo4jGraphStore:
     ) -> None:
         self._driver = driver
         self._community_batches = community_batches
+        # Set when the schema is still to be created: the server was down when the store was opened lazily.
+        self._pending_dimension: int | None = None
+        self._schema_lock = asyncio.Lock()
         self._database = database
         self._server = server
         self._index_dimensions = dict(index_dimensions or {})
@@ -230,11 +236,14 @@ class Neo4jGraphStore:
         max_retry_time_s: float = 15.0,
         exact_scan_max: int = EXACT_SCAN_MAX,
         community_batches: BatchLimits = DEFAULT_BATCHES,
+        lazy: bool = False,
     ) -> Neo4jGraphStore:
         """Connect, create the schema if needed (idempotent) and return the store.
 
         An empty `user` connects without authentication. Raises `StoreUnavailable` when the server
-        cannot be reached or refuses the credentials.
+        cannot be reached or refuses the credentials — unless `lazy`: then the store is returned anyway
+        and creates its schema on first use (the server keeps serving general chat and history while
+        Neo4j is down, and its `ping` says so).
         """
         if embedding_dimension < 1:
             raise ValueError("embedding_dimension must be at least 1")
@@ -262,10 +271,14 @@ class Neo4jGraphStore:
             secrets=secrets,
             community_batches=community_batches,
         )
+        store._pending_dimension = embedding_dimension
         try:
             await store.ping()
-            with store._translated("creating the schema"):
-                store._index_dimensions = await ensure_schema(driver, database, embedding_dimension)
+        except StoreUnavailable as error:
+            if not lazy:
+                await driver.close()
+                raise
+            _log.warning("Neo4j is not answering (%s); its schema is created when it does", error.message)
         except BaseException:
             await driver.close()
             raise
@@ -277,12 +290,28 @@ class Neo4jGraphStore:
         return dict(self._index_dimensions)
 
     async def ping(self) -> None:
-        """Raise `StoreUnavailable` unless the database answers a query (one attempt, no retries)."""
+        """Raise `StoreUnavailable` unless the database answers a query (one attempt, no retries) and the
+        schema is in place (created now if it is still to be)."""
         self._check_open()
         with self._translated("ping"):
             async with self._driver.session(database=self._database) as session:
                 result = await session.run(q.PING)
                 await result.consume()
+        await self._ensure_schema()
+
+    async def _ensure_schema(self) -> None:
+        if self._pending_dimension is None:
+            return
+        async with self._schema_lock:
+            if self._pending_dimension is None:
+                return
+            with self._translated("creating the schema"):
+                self._index_dimensions = await ensure_schema(self._driver, self._database, self._pending_dimension)
+            self._pending_dimension = None
+
+    async def _ready(self) -> None:
+        self._check_open()
+        await self._ensure_schema()
 
     async def close(self) -> None:
         """Close the driver (idempotent); later calls raise `StoreUnavailable`."""
@@ -511,7 +540,7 @@ class Neo4jGraphStore:
     # -- plumbing ----------------------------------------------------------------------------------------------
 
     async def _read(self, operation: str, statement: LiteralString, **params: Any) -> list[Record]:
-        self._check_open()
+        await self._ready()
         with self._translated(operation):
             result = await self._driver.execute_query(
                 statement, params, routing_=RoutingControl.READ, database_=self._database
@@ -519,13 +548,13 @@ class Neo4jGraphStore:
         return list(result.records)
 
     async def _read_transaction(self, operation: str, work: Callable[[AsyncManagedTransaction], Awaitable[T]]) -> T:
-        self._check_open()
+        await self._ready()
         with self._translated(operation):
             async with self._session() as session:
                 return await session.execute_read(work)
 
     async def _write(self, operation: str, work: Callable[[AsyncManagedTransaction], Awaitable[T]]) -> T:
-        self._check_open()
+        await self._ready()
         with self._translated(operation):
             async with self._session() as session:
                 return await session.execute_write(work)
