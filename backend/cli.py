@@ -103,6 +103,7 @@ def serve(
         port=port or settings.port,
         log_config=None,
         timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_s + WIND_DOWN_S),
+        timeout_keep_alive=settings.http_keep_alive_s,
     )
     server = GracefulServer(config, running, settings.shutdown_grace_s)
     server.run()

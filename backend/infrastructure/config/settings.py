@@ -60,6 +60,9 @@ class Settings(BaseSettings):
     request_timeout_s: float | None = Field(300.0, alias="REQUEST_TIMEOUT_S", gt=0)
     # After SIGTERM, streams in flight may run this long; then they end with `error` (shutting_down) and `done`.
     shutdown_grace_s: float = Field(5.0, alias="SHUTDOWN_GRACE_S", ge=0)
+    # Longer than clients' and proxies' idle timeouts, so that they close an idle connection first: a server
+    # closing it just as a client reuses it fails that request with a reset before it is read.
+    http_keep_alive_s: int = Field(75, alias="HTTP_KEEP_ALIVE_S", gt=0)
 
     # Identity
     auth_mode: AuthMode = Field(AuthMode.API_KEY, alias="AUTH_MODE")
