@@ -38,10 +38,14 @@ async def get_admin(principal: Annotated[Principal, Depends(get_principal)]) -> 
     return principal
 
 
-async def get_request_id(request: Request) -> str:
-    """The caller's X-Request-ID when well-formed (retries then stay idempotent), else a new one."""
-    supplied = request.headers.get("x-request-id", "")
+def request_id_from(supplied: str) -> str:
+    """A caller's request id when well-formed (retries then stay idempotent), else a new one."""
     return supplied if _REQUEST_ID.fullmatch(supplied) else uuid.uuid4().hex
+
+
+async def get_request_id(request: Request) -> str:
+    """The caller's X-Request-ID when well-formed, else a new one."""
+    return request_id_from(request.headers.get("x-request-id", ""))
 
 
 ServicesDep = Annotated[ServiceContainer, Depends(get_services)]

@@ -8,8 +8,6 @@ bind the endpoint to a KB (and agent), for front ends that configure one agent U
 from __future__ import annotations
 
 import logging
-import re
-import uuid
 from collections.abc import AsyncIterator
 from contextlib import aclosing
 from typing import Any
@@ -23,14 +21,13 @@ from backend.domain.context import RequestContext
 from backend.domain.debug import DebugLevel
 from backend.server.agui.inputs import run_from_input
 from backend.server.agui.translator import AguiTranslator, encode
-from backend.server.deps import ConfigDep, PrincipalDep, ServicesDep
+from backend.server.deps import ConfigDep, PrincipalDep, ServicesDep, request_id_from
 from backend.server.sse import EventStreamResponse, event_stream
 
 logger = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/api/v1", tags=["ag-ui"])
 
-_REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
 STREAM_FAILED = "the run's event stream failed; what was generated so far has been kept"
 
 
@@ -59,7 +56,7 @@ async def _run(
 ) -> EventStreamResponse:
     run = run_from_input(body, kb_prefix, agent_type)
     # runId names the request when it can (logs, stored message); the events always echo it as sent.
-    request_id = body.run_id if _REQUEST_ID.fullmatch(body.run_id) else uuid.uuid4().hex
+    request_id = request_id_from(body.run_id)
     context = RequestContext(
         request_id=request_id,
         user_id=principal.resolve_user(run.props.user_id),
