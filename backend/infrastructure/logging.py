@@ -36,20 +36,13 @@ def mask_secrets(text: str, secrets: Iterable[str] = ()) -> str:
     return text
 
 
-_MASKED = "secrets_masked"  # set on a record once masked
-
-
 def _usable(secrets: Iterable[str]) -> tuple[str, ...]:
     # Longest first, so a secret that contains another is masked whole; very short values would mask noise.
     return tuple(sorted({s for s in secrets if len(s) >= 4}, key=len, reverse=True))
 
 
 def mask_record(record: logging.LogRecord, secrets: tuple[str, ...]) -> None:
-    """Mask the message (with its arguments merged in), the traceback and the stack of `record`, in place,
-    once: a record the factory masked is not masked again by the handler's filter."""
-    if getattr(record, _MASKED, False):
-        return
-    setattr(record, _MASKED, True)
+    """Mask the message (with its arguments merged in), the traceback and the stack of `record`, in place."""
     try:
         message = record.getMessage()
     except Exception:  # arguments that do not fit the format: the handler reports that error as usual
