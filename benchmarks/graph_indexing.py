@@ -44,6 +44,8 @@ Phases, in one worker, on one KB:
               the first 8), R@2 and R@5 (share of gold titles among the first 2 / 5), averaged over questions.
 
 The worker rewrites its JSON after every phase, so a run that fails (or is stopped) keeps what it measured.
+A one-store run (`--store neo4j`) keeps the other store's results of the same parameters in the output file;
+`stores_measured_on` gives each store's date and the file's `date` is the oldest of them.
 
 Neo4j: a server must be running; with NEO4J_TEST_URI set (NEO4J_TEST_USER / NEO4J_TEST_PASSWORD, default
 `neo4j` and none) it is reused. Otherwise start one first, JIT fully on (the test script defaults to C1):
@@ -790,10 +792,15 @@ def main() -> None:
         for store in stores:
             results[store] = run_store(store, args, Path(tmp))
             results[store]["goals"] = goals(results[store])
+            results[store]["measured_on"] = started.isoformat(timespec="seconds")
     host["load_average_1m_at_end"] = round(os.getloadavg()[0], 2)
+    results = kept_stores(output, args) | results
+    now = started.isoformat(timespec="seconds")
+    dates = {store: str(result.get("measured_on") or now) for store, result in results.items()}
     document = {
         "benchmark": "graph_indexing",
-        "date": started.isoformat(timespec="seconds"),
+        "date": min(dates.values()),  # the oldest figure in the file
+        "stores_measured_on": dates,
         "duration_s": round((datetime.now(UTC) - started).total_seconds(), 1),
         "machine": host,
         "parameters": {
@@ -812,6 +819,26 @@ def main() -> None:
     print(f"\nwrote {output.relative_to(ROOT) if output.is_relative_to(ROOT) else output}")
     if any("failed" in r for r in results.values()):
         sys.exit(1)
+
+
+def kept_stores(output: Path, args: argparse.Namespace) -> dict[str, Any]:
+    """A one-store run keeps the other stores' results of the same corpus and parameters from `output`, each
+    with the date it was measured on (`--store neo4j` after a full run re-measures Neo4j alone)."""
+    if args.store == "both" or not output.is_file():
+        return {}
+    earlier = json.loads(output.read_text(encoding="utf-8"))
+    parameters = earlier.get("parameters") or {}
+    if (parameters.get("passages"), parameters.get("writes"), parameters.get("rounds")) != (
+        args.passages,
+        args.writes,
+        args.rounds,
+    ):
+        return {}
+    return {
+        store: {**result, "measured_on": result.get("measured_on") or earlier.get("date")}
+        for store, result in (earlier.get("stores") or {}).items()
+        if store != args.store
+    }
 
 
 if __name__ == "__main__":

@@ -520,7 +520,9 @@ def indexing_section(inputs: Inputs) -> dict[str, Any]:
         "podcast": {**ours, **podcast_peers},
         "peers_2wiki": wiki_peers,
         "source": source.describe() if source else None,
-        "2wiki_by_store": {name: twowiki_indexing(r) for name, r in graph_stores(graph).items()},
+        "2wiki_by_store": {
+            name: twowiki_indexing(r) | {"measured_on": r.get("measured_on")} for name, r in graph_stores(graph).items()
+        },
         "2wiki_peers_quoted": dig(graph.data if graph else None, "peers", "indexing_800_passages"),
         "2wiki_source": graph.describe() if graph else None,
     }
@@ -724,9 +726,12 @@ def graph_goals(latest: dict[str, Any]) -> list[Goal]:
     src = source_label({"source": described}) if described else "–"
     scope = "" if whole else f"on {described.get('scope', 'a part of the corpus')}"
     goals: list[Goal] = []
+    dates = {store: figures.get("measured_on") for store, figures in by_store.items()}
     for store, figures in by_store.items():
-        goals += store_goals(store, figures, whole, src)
-        goals.append(serving_goal(store, latest["serving_by_store"].get(store) or {}, scope, src))
+        # A store re-measured alone (`--store neo4j`) carries its own date.
+        store_src = src if len(set(dates.values())) < 2 else f"{src}; {store} measured {short_date(dates[store])}"
+        goals += store_goals(store, figures, whole, store_src)
+        goals.append(serving_goal(store, latest["serving_by_store"].get(store) or {}, scope, store_src))
     if not by_store:
         for text in (
             "2wiki indexing < 3 min and < 1.5 GiB",

@@ -21,7 +21,8 @@ it; `--rebuild` forces it. The build time recorded with the index is reported ne
 The agents are built as the service builds them (`AGENT_BUILDERS[type](kb, AgentResources(store,
 embedder, RAG_TOP_K, model=None))`) and asked one question at a time; their latency is recorded too.
 fusion_agent fuses the traces its four members just produced for the question (the same FusionAgent code,
-without running each member twice); its latency is theirs summed plus the fusion's.
+without running each member twice); its latency is theirs summed plus the fusion's, an upper bound (the
+service's fusion_agent shares its members' identical reads; graph_indexing measures that one).
 BM25 is `bm25s` (Okapi, k1 1.5, b 0.75) over the documents: English words without stopwords, or jieba
 words for Chinese; 2wiki and LiHua index title and text, CMRC the passage text (as its published baseline).
 

@@ -18,6 +18,8 @@ from backend.graphrag_agent.chinese import chinese_words
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 _WORD_OR_CJK_RUN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:['’][^\W_{_CJK}]+)*", re.UNICODE)
 _CJK_RUN = re.compile(rf"^[{_CJK}]+$")
+# `_WORD_OR_CJK_RUN` with a group for each kind: (CJK run, "") or ("", word).
+_CJK_RUN_OR_WORD = re.compile(rf"([{_CJK}]+)|([^\W_{_CJK}]+(?:['’][^\W_{_CJK}]+)*)", re.UNICODE)
 _POSSESSIVE = re.compile(r"'s$", re.IGNORECASE)
 _BLOCK_START = re.compile(r"^\s*(?:#{1,6}\s|[-*+]\s|\d{1,3}[.)]\s)")
 _LIST_NUMBER = re.compile(r"\d{1,3}[.)]")
@@ -176,17 +178,21 @@ def fulltext_terms(text: str) -> list[str]:
 
 
 def _terms(text: str, cjk_run_terms: Callable[[str], Iterable[str]]) -> list[str]:
+    # The hot path of query-time overlap scoring: one regex pass, the rarer cases (apostrophes, inner capitals)
+    # checked before any work is spent on them.
     terms: list[str] = []
-    for match in _WORD_OR_CJK_RUN.finditer(text):
-        token = match.group(0)
-        if is_cjk(token):
-            terms.extend(cjk_run_terms(token))
-        else:
-            word = _POSSESSIVE.sub("", token.replace("’", "'"))  # "Hua's" is about Hua
-            terms.append(word.lower())
-            if word[1:] != word[1:].lower():  # an upper-case letter inside: maybe "LiHua", "GraphRAG"
-                parts = _camel_case_parts(word)
-                terms.extend(part.lower() for part in parts if len(parts) > 1)
+    for cjk_run, word in _CJK_RUN_OR_WORD.findall(text):
+        if cjk_run:
+            terms.extend(cjk_run_terms(cjk_run))
+            continue
+        if "'" in word or "’" in word:
+            word = _POSSESSIVE.sub("", word.replace("’", "'"))  # "Hua's" is about Hua
+        lowered = word.lower()
+        terms.append(lowered)
+        if word[1:] != lowered[1:]:  # an upper-case letter inside: maybe "LiHua", "GraphRAG"
+            parts = _camel_case_parts(word)
+            if len(parts) > 1:
+                terms.extend(part.lower() for part in parts)
     return terms
 
 

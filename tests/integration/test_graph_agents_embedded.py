@@ -7,7 +7,7 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import pytest
 
@@ -15,6 +15,7 @@ from backend.application.ports.ingestion import SourceDocument
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.agents import DeepResearchAgent, FusionAgent, GraphAgent, HybridAgent, NaiveRagAgent
 from backend.graphrag_agent.ports import AgentTrace, RetrievalAgent
+from backend.infrastructure.agents.rag_factory.builders import AGENT_BUILDERS, AgentResources
 from backend.infrastructure.graph_store.embedded.store import EmbeddedGraphStore
 from tests.support.embedder import shared_minilm
 from tests.support.indexing import make_indexer
@@ -139,3 +140,40 @@ async def test_agents_see_only_their_kb(agent_type: str, store: EmbeddedGraphSto
     agent = make_agent(agent_type, store, kb="other")
     trace = await agent.retrieve_with_trace("What nationality is the director of film Blood Street?", "t")
     assert trace["retrieval_results"] == []
+
+
+class CountingStore:
+    """The store with every read counted (the agents only read)."""
+
+    def __init__(self, store: EmbeddedGraphStore) -> None:
+        self.store = store
+        self.reads = 0
+
+    def __getattr__(self, name: str) -> Any:
+        read = getattr(self.store, name)
+
+        async def counted(*args: Any) -> Any:
+            self.reads += 1
+            return await read(*args)
+
+        return counted
+
+
+async def test_the_service_built_fusion_shares_its_members_reads_and_finds_the_same(
+    store: EmbeddedGraphStore,
+) -> None:
+    plain_store, shared_store = CountingStore(store), CountingStore(store)
+    embedder = shared_minilm()
+    plain = FusionAgent(
+        [
+            build(KB, AgentResources(cast(Any, plain_store), embedder))
+            for name, build in AGENT_BUILDERS.items()
+            if name != "fusion_agent"
+        ]
+    )
+    shared = AGENT_BUILDERS["fusion_agent"](KB, AgentResources(cast(Any, shared_store), embedder))
+    for question in questions():
+        assert await shared.retrieve_with_trace(question["question"], "s") == await plain.retrieve_with_trace(
+            question["question"], "p"
+        )
+    assert shared_store.reads < 0.75 * plain_store.reads, (shared_store.reads, plain_store.reads)

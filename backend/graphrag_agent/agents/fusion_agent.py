@@ -5,6 +5,8 @@ each fused result remembers which agents found it and at which rank. Chunks and 
 (entities, relations, communities) are fused per granularity, chunks first since answers cite chunks,
 then up to `other_limit` of each other granularity.
 An agent that fails is logged and left out; the fusion fails only when every agent fails.
+Members built on a `SharedReads` (as the service builds them) share their identical reads of the store and the
+embedder while one question runs (shared_reads.py).
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from backend.domain.retrieval import Granularity, RetrievalResult
 from backend.graphrag_agent.agents.common import all_of, build_context, log_retrieval, merge_references, unit
 from backend.graphrag_agent.fusion import reciprocal_rank_fusion, spread_over_groups
 from backend.graphrag_agent.ports import AgentTrace, RetrievalAgent
+from backend.graphrag_agent.shared_reads import SharedReads
 
 logger = logging.getLogger(__name__)
 
@@ -26,7 +29,13 @@ logger = logging.getLogger(__name__)
 class FusionAgent:
     """Retrieve-only fusion of other agents over the same KB (SPEC §9); keeps no per-request state."""
 
-    def __init__(self, agents: Sequence[RetrievalAgent], top_k: int = 8, other_limit: int | None = None) -> None:
+    def __init__(
+        self,
+        agents: Sequence[RetrievalAgent],
+        top_k: int = 8,
+        other_limit: int | None = None,
+        shared_reads: SharedReads | None = None,
+    ) -> None:
         if not agents:
             raise ValueError("fusion needs at least one agent")
         if top_k < 1:
@@ -34,6 +43,7 @@ class FusionAgent:
         self._agents = tuple(agents)
         self._top_k = top_k
         self._other_limit = max(2, top_k // 2) if other_limit is None else other_limit
+        self._shared_reads = shared_reads  # the members' reader and embedder, when they were built on it
 
     @property
     def agent_type(self) -> str:
@@ -45,7 +55,11 @@ class FusionAgent:
 
     async def retrieve_with_trace(self, query: str, thread_id: str) -> AgentTrace:
         started = time.perf_counter()
-        outcomes = await all_of(_attempt(agent, query, thread_id) for agent in self._agents)
+        if self._shared_reads is None:
+            outcomes = await all_of(_attempt(agent, query, thread_id) for agent in self._agents)
+        else:
+            with self._shared_reads.scope():
+                outcomes = await all_of(_attempt(agent, query, thread_id) for agent in self._agents)
         traces = [
             (a.agent_type, t) for a, t in zip(self._agents, outcomes, strict=True) if not isinstance(t, Exception)
         ]

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from backend.domain.agent_types import AgentType
 from backend.domain.knowledge_base import KnowledgeBase
@@ -11,6 +11,7 @@ from backend.graphrag_agent.agents import DeepResearchAgent, FusionAgent, GraphA
 from backend.graphrag_agent.keywords import LlmKeywordExtractor, OfflineKeywordExtractor
 from backend.graphrag_agent.model import CompletionModel
 from backend.graphrag_agent.ports import GraphReader, RetrievalAgent, TextEmbedder
+from backend.graphrag_agent.shared_reads import SharedReads
 
 
 @dataclass(frozen=True, slots=True)
@@ -44,8 +45,11 @@ def _deep_research(kb: KnowledgeBase, res: AgentResources) -> RetrievalAgent:
 
 
 def _fusion(kb: KnowledgeBase, res: AgentResources) -> RetrievalAgent:
-    members = [build(kb, res) for build in (_naive_rag, _graph, _hybrid, _deep_research)]
-    return FusionAgent(members, top_k=res.top_k)
+    # The members ask much the same of the store and the embedder for one question: they share those reads.
+    shared = SharedReads(res.reader, res.embedder)
+    members_res = replace(res, reader=shared.reader, embedder=shared.embedder)
+    members = [build(kb, members_res) for build in (_naive_rag, _graph, _hybrid, _deep_research)]
+    return FusionAgent(members, top_k=res.top_k, shared_reads=shared)
 
 
 AGENT_BUILDERS: Mapping[str, AgentBuilder] = {
