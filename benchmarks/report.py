@@ -54,6 +54,8 @@ GOAL_RSS_MIB = 1536.0
 GOAL_INSERT_P95_MS = 2000.0
 GOAL_DELETE_P95_MS = 1000.0
 GOAL_RETRIEVAL_P95_MS = {agent: 150.0 for agent in AGENTS} | {"deep_research_agent": 500.0}
+GOAL_SUITE_MIN = 30
+GOAL_SUITE_QUICK_MIN = 5
 
 # latest.json key → (retrieval_quality dataset, figures)
 RETRIEVAL_SETS: dict[str, tuple[str, tuple[str, ...]]] = {
@@ -207,6 +209,8 @@ def load_inputs(results: Path) -> Inputs:
         "concurrency": one("concurrency", "concurrency_quick"),
         "history_store": one("history_store", "history_store_quick"),
         "podcast_indexing": one("podcast_indexing", "podcast_indexing_quick"),
+        "suite": read_source(results / "suite.json", True, "", notes),
+        "suite_quick": read_source(results / "suite_quick.json", False, "", notes),
     }
     return inputs
 
@@ -742,8 +746,50 @@ def graph_goals(latest: dict[str, Any]) -> list[Goal]:
     return goals
 
 
+def suite_goals(latest: dict[str, Any]) -> list[Goal]:
+    """The suite's own wall time against its budget, for the full run and for `--quick`."""
+    goals = []
+    for mode, minutes in (("full", GOAL_SUITE_MIN), ("quick", GOAL_SUITE_QUICK_MIN)):
+        run = latest["suite"][mode]
+        text = f"scripts/bench.sh{' --quick' if mode == 'quick' else ''} < {minutes} min"
+        total = num(run.get("total_s"))
+        if total is None:
+            goals.append(
+                Goal(
+                    text,
+                    "–",
+                    None,
+                    "no data",
+                    "–",
+                    f"no suite{'_quick' if mode == 'quick' else ''}.json: run {text.split(' <')[0]}",
+                )
+            )
+            continue
+        slowest = max(run.get("steps") or [{}], key=lambda step: step.get("seconds", 0))
+        note = f"slowest step: {slowest.get('name')} {fmt(num(slowest.get('seconds')), '.0f')} s" if slowest else ""
+        failed = [step["name"] for step in run.get("steps") or [] if str(step.get("status")).startswith("FAILED")]
+        if failed:  # a suite whose steps failed did not do all its work in that time
+            note = f"failed: {', '.join(failed)}; {note}"
+        measured = f"{total / 60:.1f} min"
+        ok = total < minutes * 60 and not failed
+        goals.append(Goal(text, measured, total, verdict(ok), source_label(run), note))
+    return goals
+
+
 def all_goals(latest: dict[str, Any]) -> list[Goal]:
-    return retrieval_goals(latest) + streaming_goals(latest) + graph_goals(latest)
+    return retrieval_goals(latest) + streaming_goals(latest) + graph_goals(latest) + suite_goals(latest)
+
+
+def suite_section(inputs: Inputs) -> dict[str, Any]:
+    """scripts/bench.sh's own timing: each step's seconds and the total, full and quick."""
+
+    def one(source: Source | None) -> dict[str, Any]:
+        if source is None:
+            return {}
+        data = source.data
+        return {"total_s": data.get("total_s"), "steps": data.get("steps"), "source": source.describe()}
+
+    return {"full": one(inputs.sources.get("suite")), "quick": one(inputs.sources.get("suite_quick"))}
 
 
 # -- latest.json ---------------------------------------------------------------------------------------------------
@@ -764,6 +810,7 @@ def assemble(inputs: Inputs, now: datetime) -> dict[str, Any]:
         "concurrency": concurrency_section(inputs),
         "indexing": indexing_section(inputs),
         "history": history_section(inputs),
+        "suite": suite_section(inputs),
     }
     latest["goals"] = [goal.to_json() for goal in all_goals(latest)]
     cleaned: dict[str, Any] = clean(latest)
@@ -1414,9 +1461,27 @@ def history_markdown(latest: dict[str, Any], plots: dict[str, Path], report: Pat
     return "\n".join([*parts, "", figure_block("history", plots, report, history_sentence(history))])
 
 
+def suite_markdown(latest: dict[str, Any], plots: dict[str, Path], report: Path) -> str:
+    parts = ["## The suite's run time", ""]
+    for mode, run in latest["suite"].items():
+        if not run:
+            parts.append(f"_{mode}: no run recorded._")
+            continue
+        rows = [[step["name"], step["status"], f"{step['seconds']} s"] for step in run.get("steps") or []]
+        total = num(run.get("total_s")) or 0.0
+        parts += [
+            f"**{mode}** ({source_label(run)}): {total / 60:.1f} min in all, setup and the services' start included.",
+            "",
+            table(["step", "status", "wall"], rows),
+            "",
+        ]
+    return "\n".join(parts).rstrip()
+
+
 def render(latest: dict[str, Any], plots: dict[str, Path], report: Path) -> str:
     sections = [header(latest), goals_markdown(latest)]
-    for write in (retrieval_markdown, serving_markdown, streaming_markdown, indexing_markdown, history_markdown):
+    writers = (retrieval_markdown, serving_markdown, streaming_markdown, indexing_markdown, history_markdown)
+    for write in (*writers, suite_markdown):
         sections.append(write(latest, plots, report))
     return "\n\n".join(sections) + "\n"
 

@@ -65,6 +65,7 @@ duration() {  # seconds → "4m07s"
 }
 
 STEPS=()
+TIMINGS=()  # "name<TAB>status<TAB>seconds" of each step run, for the suite's timing file
 failures=0
 
 # Runs one step (or prints it with --dry-run) and records "name status elapsed".
@@ -81,6 +82,7 @@ run_step() {
   fi
   elapsed=$(($(date +%s) - started))
   [[ "$status" != FAILED* ]] || failures=$((failures + 1))
+  TIMINGS+=("$name	$status	$elapsed")
   log "== $name: $status in $(duration "$elapsed")"
   STEPS+=("$(printf '%-20s %-18s %s' "$name" "$status" "$(duration "$elapsed")")")
 }
@@ -135,6 +137,12 @@ for module in "${selected[@]}"; do
   read -ra args <<<"$(module_args "$module")"
   run_step "$module" python -m "benchmarks.$module" "${args[@]}"
 done
+# The whole suite's timing (not with --only: that is not the whole suite), read by the report's budget goal.
+if [ -z "$ONLY" ] && [ "$DRY_RUN" = 0 ]; then
+  suite_file="benchmarks/results/suite$([ "$QUICK" = 1 ] && echo _quick).json"
+  printf '%s\n' "${TIMINGS[@]}" | python -m benchmarks.suite_timing "$suite_file" \
+    --quick "$QUICK" --started "$suite_started" --budget "$((QUICK == 1 ? 300 : 1800))"
+fi
 run_step report python -m benchmarks.report
 
 total=$(($(date +%s) - suite_started))
