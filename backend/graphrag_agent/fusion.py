@@ -139,3 +139,18 @@ def ahead(first: Sequence[S], then: Sequence[S], key: Callable[[S], str]) -> lis
     """
     taken = {key(item) for item in first}
     return _descending([*first, *(item for item in then if key(item) not in taken)])
+
+
+def merge_by_score(ranked: Sequence[S], added: Sequence[S], key: Callable[[S], str]) -> list[S]:
+    """`ranked` and `added` as one list by descending score, each key once, where it scores best.
+
+    For items scored apart from a ranking (passed on from a ranked item) that take their place in it by score.
+    Ties keep `ranked`'s items first, and each list's own order.
+    """
+    merged: list[S] = []
+    taken: set[str] = set()
+    for item in sorted([*ranked, *added], key=lambda item: -item.score):  # stable
+        if key(item) not in taken:
+            taken.add(key(item))
+            merged.append(item)
+    return merged

@@ -6,7 +6,14 @@ import random
 
 import pytest
 
-from backend.graphrag_agent.fusion import FusedItem, ahead, interleave, reciprocal_rank_fusion, spread_over_groups
+from backend.graphrag_agent.fusion import (
+    FusedItem,
+    ahead,
+    interleave,
+    merge_by_score,
+    reciprocal_rank_fusion,
+    spread_over_groups,
+)
 
 
 def test_single_list_keeps_its_order_and_the_top_scores_one() -> None:
@@ -122,3 +129,12 @@ def test_ahead_puts_one_ranking_first_and_keeps_the_others_items_it_lacks() -> N
     assert [item.item_id for item in merged] == ["may-2", "may-1", "april", "june"]
     assert [item.score for item in merged] == [0.4, 0.3, 0.3, 0.3]  # capped: the scores still descend
     assert [item.item_id for item in ahead([], plain, key=lambda item: item.item_id)] == ["april", "may-1", "june"]
+
+
+def test_merge_by_score_places_added_items_by_score_each_once_at_its_best() -> None:
+    ranked = [_item("a", 1.0), _item("b", 0.8), _item("c", 0.5)]
+    added = [_item("d", 0.8), _item("c", 0.9), _item("b", 0.2)]
+    merged = merge_by_score(ranked, added, key=lambda item: item.item_id)
+    assert [(item.item_id, item.score) for item in merged] == [("a", 1.0), ("c", 0.9), ("b", 0.8), ("d", 0.8)]
+    assert merge_by_score(ranked, [], key=lambda item: item.item_id) == ranked
+    assert merge_by_score([], added[:1], key=lambda item: item.item_id) == added[:1]

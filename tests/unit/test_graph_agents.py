@@ -760,3 +760,37 @@ def test_the_feedback_ranking_takes_the_weight_a_graph_ranking_loses_to_hubs() -
     assert found.weighted_lists(feedback_share=0.25)[2][2] == pytest.approx(0.25)
     assert found.weighted_lists()[0][2] == pytest.approx(found.weights()[0])
     assert [name for name, _, _ in ChunkRankings((_candidate("a", 0.5),)).weighted_lists()] == ["fulltext"]
+
+
+# --- documents that continue one another in time ------------------------------------------------------
+
+THREAD_SESSIONS = [
+    Passage(
+        "20260121_1300",
+        "Ana: watch the play Hamlet tomorrow? Dinner first at the noodle bar near the theatre, at seven.",
+        (),
+    ),
+    Passage("20260122_1700", "Ana: reminder, dinner first at the noodle bar near the theatre, at seven tomorrow.", ()),
+    Passage("20260322_1700", "Ana: dinner first at the noodle bar near the theatre, then the play.", ()),
+    Passage("20260123_0900", "Omar: your dentist visit moves to Friday morning.", ()),
+]
+
+
+async def test_naive_lifts_the_next_days_follow_up_of_its_best_hit(monkeypatch: pytest.MonkeyPatch) -> None:
+    graph = await memory_graph(KB, THREAD_SESSIONS, TermEmbedder())
+    agent = NaiveRagAgent(KB, graph, TermEmbedder(), top_k=2)
+    question = "When does Sam watch the play Hamlet?"
+
+    # Only the feedback search reaches beyond the plan, and it prefers the look-alike two months on.
+    results = (await agent.retrieve_with_trace(question, "t"))["retrieval_results"]
+    assert [r["source"]["title"] for r in results] == ["20260121_1300", "20260122_1700"]
+    assert results[1]["metadata"]["continues"] == results[0]["source"]["chunk_id"]
+    assert results[0]["metadata"]["continues"] is None
+    assert results[1]["metadata"]["feedback_rank"] == 3  # its own ranks stay in the trace
+    assert results[1]["score"] < results[0]["score"]
+
+    async def no_continuations(*_args: object, **_kwargs: object) -> list[object]:
+        return []
+
+    monkeypatch.setattr("backend.graphrag_agent.agents.naive_rag_agent.continuations", no_continuations)
+    assert chunk_titles(await agent.retrieve_with_trace(question, "t")) == ["20260121_1300", "20260322_1700"]

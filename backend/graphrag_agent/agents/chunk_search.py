@@ -116,6 +116,9 @@ class ChunkSearch:
     async def vector(self, embedding: Vector, depth: int | None = None) -> list[ChunkHit]:
         return await self._index.search_chunks_vector(self._kb, embedding, depth or self._candidates)
 
+    async def chunk_embeddings(self, chunk_ids: Sequence[str]) -> dict[str, Vector]:
+        return await self._index.chunk_embeddings(self._kb, chunk_ids)
+
     async def rankings(self, text: str, embedder: TextEmbedder, scope: DateScope | None = None) -> ChunkRankings:
         """Both searches for `text`, admitted, and the feedback search from the best fulltext hits; the vector
         searches only in a language the embedder covers.
@@ -149,7 +152,7 @@ class ChunkSearch:
 
     async def _feedback_query(self, embedding: Vector, best: Sequence[ChunkCandidate]) -> Vector | None:
         """The question's unit vector plus the mean unit vector of `best` (None without stored vectors)."""
-        stored = await self._index.chunk_embeddings(self._kb, [c.hit.chunk_id for c in best])
+        stored = await self.chunk_embeddings([c.hit.chunk_id for c in best])
         question = _unit(embedding)
         passages = [unit for unit in map(_unit, stored.values()) if unit is not None]
         if question is None or not passages:

@@ -2,7 +2,8 @@
 
 Fulltext and vector search run concurrently, then the feedback search from the best fulltext hits;
 `ChunkSearch` admits only hits that look like evidence (see `chunk_search.py`). A question's clauses and
-dates add searches (`focus.py`). The agent keeps no per-request state; `thread_id` only labels logs.
+dates add searches (`focus.py`); the documents that continue the best hit's in time join by score
+(`continuations.py`). The agent keeps no per-request state; `thread_id` only labels logs.
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ from backend.graphrag_agent.agents.chunk_search import (
     DEFAULT_MIN_SIMILARITY,
     DEFAULT_MIN_TERM_OVERLAP,
     RANKING_NAMES,
+    SCOPED_DEPTH,
     ChunkCandidate,
     ChunkRankings,
     ChunkSearch,
 )
 from backend.graphrag_agent.agents.common import all_of, build_trace, chunk_result, log_retrieval
+from backend.graphrag_agent.agents.continuations import continuations
+from backend.graphrag_agent.dates import DateScope
 from backend.graphrag_agent.focus import QuestionFocus
-from backend.graphrag_agent.fusion import reciprocal_rank_fusion, spread_over_groups
+from backend.graphrag_agent.fusion import merge_by_score, reciprocal_rank_fusion, spread_over_groups
 from backend.graphrag_agent.ports import AgentTrace, ChunkIndex, TextEmbedder
 
 logger = logging.getLogger(__name__)
@@ -53,6 +57,8 @@ class NaiveRagAgent:
         # Each search looks deeper than top_k so fusion has overlap to work with.
         depth = candidates if candidates is not None else max(3 * top_k, 20)
         self._search = ChunkSearch(kb_prefix, index, depth, min_similarity, min_term_overlap)
+        # The anchor's neighbours in time are few among its neighbours in meaning: look as deep as a dated search.
+        self._continuation_depth = depth * SCOPED_DEPTH
 
     @property
     def agent_type(self) -> str:
@@ -70,7 +76,7 @@ class NaiveRagAgent:
         focus = QuestionFocus.of(query)
         searches = focus.searches()
         rankings = await all_of(self._search.rankings(s.text, self._embedder, s.scope) for s in searches)
-        results = self._fuse(focus, rankings)
+        results = await self._fuse(focus, rankings)
         log_retrieval(
             logger,
             self.agent_type,
@@ -84,17 +90,43 @@ class NaiveRagAgent:
         )
         return build_trace(results)
 
-    def _fuse(self, focus: QuestionFocus, rankings: Sequence[ChunkRankings]) -> list[RetrievalResult]:
-        """Each search's rankings fused by RRF, the searches combined by `focus`, spread over documents."""
+    async def _fuse(self, focus: QuestionFocus, rankings: Sequence[ChunkRankings]) -> list[RetrievalResult]:
+        """Each search's rankings fused by RRF, the searches combined by `focus`, the best hit's continuations added,
+        spread over documents."""
         by_id: dict[str, ChunkCandidate] = {}
         for ranking in reversed(rankings):  # the whole question's candidates win
             by_id |= ranking.by_id()
         fused = focus.combine([_fused(ranking) for ranking in rankings], key=lambda item: item.chunk_id)
+        fused = await self._with_continuations(fused, by_id, focus.scope)
         fused = spread_over_groups(fused, lambda item: by_id[item.chunk_id].hit.doc_id)
         return [self._result(by_id[item.chunk_id], item) for item in fused[: self._top_k]]
 
+    async def _with_continuations(
+        self, fused: list[_FusedChunk], by_id: dict[str, ChunkCandidate], scope: DateScope | None
+    ) -> list[_FusedChunk]:
+        """`fused` with the continuations of its best chunk's document (continuations.py), each scored the best chunk's
+        score times its similarity to it; new chunks join `by_id`."""
+        if not fused:
+            return fused
+        best = fused[0]
+        found = await continuations(self._search, by_id[best.chunk_id].hit, self._continuation_depth, scope)
+        ranks = {item.chunk_id: item.ranks for item in fused}
+        added = [
+            _FusedChunk(c.hit.chunk_id, best.score * c.similarity, ranks.get(c.hit.chunk_id, _UNRANKED), best.chunk_id)
+            for c in found
+        ]
+        for c in found:
+            by_id.setdefault(c.hit.chunk_id, ChunkCandidate(c.hit, None, None, 0.0))
+        return merge_by_score(fused, added, key=lambda item: item.chunk_id)
+
     def _result(self, candidate: ChunkCandidate, fused: _FusedChunk) -> RetrievalResult:
-        metadata = {"agent_type": self.agent_type, "kb": self._kb, **fused.ranks, **candidate.trace_metadata()}
+        metadata = {
+            "agent_type": self.agent_type,
+            "kb": self._kb,
+            **fused.ranks,
+            "continues": fused.continues,
+            **candidate.trace_metadata(),
+        }
         return chunk_result(candidate.hit, fused.score, metadata)
 
 
@@ -103,18 +135,21 @@ class _FusedChunk:
     chunk_id: str
     score: float
     ranks: dict[str, int | None]  # `fulltext_rank`, ...: the chunk's rank in each search's ranking
+    continues: str | None = None  # the chunk whose document this one continues, when it joined as a continuation
+
+
+_UNRANKED: dict[str, int | None] = {f"{name}_rank": None for name in RANKING_NAMES}
 
 
 def _fused(rankings: ChunkRankings) -> list[_FusedChunk]:
     """One search's rankings fused by RRF, with each chunk's rank in each of them."""
     lists = rankings.weighted_lists()
     fused = reciprocal_rank_fusion([ids for _, ids, _ in lists], weights=[weight for _, _, weight in lists])
-    absent: dict[str, int | None] = {f"{name}_rank": None for name in RANKING_NAMES}
     return [
         _FusedChunk(
             item.item_id,
             item.score,
-            absent | {f"{name}_rank": rank for (name, _, _), rank in zip(lists, item.ranks, strict=True)},
+            _UNRANKED | {f"{name}_rank": rank for (name, _, _), rank in zip(lists, item.ranks, strict=True)},
         )
         for item in fused
     ]
