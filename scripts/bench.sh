@@ -56,7 +56,13 @@ module_args() {
     graph_indexing)  # Neo4j's start, build and writes alone take the quick budget: the full run measures it
       if [ "$QUICK" = 1 ]; then echo --store embedded --quick; else echo --store both; fi ;;
     retrieval_quality | concurrency | history_store | podcast_indexing) echo "${quick[@]}" ;;
-    *) echo ;;  # streaming_latency, llm_token_parse, agui_overhead: no quick mode (under a minute each)
+    streaming_latency | llm_token_parse)  # fewer rounds, into a quick file that leaves the full one alone
+      if [ "$QUICK" = 1 ]; then
+        extra=""
+        [ "$1" = streaming_latency ] && extra="--ttft-requests 20"
+        echo --rounds 3 $extra --output "benchmarks/results/$1_quick.json"
+      fi ;;
+    *) echo ;;  # agui_overhead: about a second
   esac
 }
 
