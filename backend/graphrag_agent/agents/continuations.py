@@ -1,8 +1,8 @@
 """Dated documents that continue one another: a plan and the next day's reminder, a report and its follow-up.
 
 A question names an event in the words of one document of such a thread; the follow-ups of the next days
-carry the subject on without those words ("the movie" becomes "our movie night", "dinner at the burger
-place"), so no search of the question ranks them. Their nearness to the document the question did find
+carry the subject on without those words ("the contract" becomes "the papers", "the launch" becomes
+"Tuesday's event"), so no search of the question ranks them. Their nearness to the document the question did find
 says they belong with it: a document dated within a few days of the best hit and close to it in meaning
 gets a share of its score, the hit's score times their similarity (score regularisation by the cluster
 hypothesis, as in Diaz 2005, limited to neighbours in time, where a close document is most likely the same
