@@ -14,6 +14,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Sequence
+from contextlib import nullcontext
 from typing import Any
 
 from backend.domain.agent_types import AgentType
@@ -55,11 +56,8 @@ class FusionAgent:
 
     async def retrieve_with_trace(self, query: str, thread_id: str) -> AgentTrace:
         started = time.perf_counter()
-        if self._shared_reads is None:
+        with self._shared_reads.scope() if self._shared_reads is not None else nullcontext():
             outcomes = await all_of(_attempt(agent, query, thread_id) for agent in self._agents)
-        else:
-            with self._shared_reads.scope():
-                outcomes = await all_of(_attempt(agent, query, thread_id) for agent in self._agents)
         traces = [
             (a.agent_type, t) for a, t in zip(self._agents, outcomes, strict=True) if not isinstance(t, Exception)
         ]
