@@ -4,7 +4,7 @@ call), and nano-graphrag and LightRAG through the same scripted model; the peers
 Corpus: /work/shared/datasets/podcast/kevin_scott_podcast.zip, 1,669 transcript pieces of 60 episodes (about
 1M tokens; consecutive pieces overlap by about 430 characters, so overlapping text is indexed twice, by every
 system alike). Pieces are taken in natural order of their file names (episode by episode, part by part);
-`--documents N` takes the first N (default 200; `--quick`: 50). Each piece is one document: title = its file
+`--documents N` takes the first N (default 100; `--quick`: 20). Each piece is one document: title = its file
 name without ".txt", text = its content with CRLF made LF.
 
 The model: `benchmarks.extraction_model`, a scripted OpenAI-compatible server in its own process, one process
@@ -31,8 +31,8 @@ summaries; timed by shadowing `embed` with a timed pass-through), extraction wal
 
 Peers, in the same run, each phase in its own process with the peers' venv (.venv-peers; see
 benchmarks/peers/requirements.txt; missing → reported as "not installed" with the install command): index
-the first `--peer-documents` podcast pieces (default 100, quick 20: fewer than ours, for the time budget; said
-in the JSON), then, in a fresh store, the first `--peer-passages` 2wiki passages (default 400, quick 100) and
+the first `--peer-documents` podcast pieces (default 50, quick 5: fewer than ours, for the time budget; said
+in the JSON), then, in a fresh store, the first `--peer-passages` 2wiki passages (default 150, quick 40) and
 the 51 dev questions as local-mode context-only queries (p50/p95, one at a time, once). Each uses its own defaults
 (chunk size, gleaning, concurrency: see the runners' docstrings). tiktoken cannot download its files here:
 the runners install a word-level stand-in (benchmarks/peers/common.py). Embeddings for the peers: the scripted
@@ -95,13 +95,13 @@ class Sizes:
     timeout_s: float  # per process (one mode of ours, one peer phase): one still running then is stopped
 
 
-# Chosen so that the whole run (ours three ways, both peers) takes about 15 minutes on the 2 shared cores, and
-# --quick under 5. The full run of 2026-11-26, under load from other jobs (load average 4-5), took 16 min:
-# ours on 200 pieces 126 / 115 / 154 s per process (offline / 0 ms / 200 ms), nano-graphrag 22 s (100 pieces)
-# and 66 s (400 2wiki passages and the queries), LightRAG 60 s and 421 s (its indexing grows faster than
-# linearly: 48 s for 100 passages). Hence fewer podcast pieces for the peers than for ours. --quick is a smoke-sized
-# run (ours on 20 pieces, the peers on 5 pieces and 40 passages) so that the whole quick suite fits 5 minutes.
-FULL = Sizes(documents=200, peer_documents=100, peer_passages=400, timeout_s=600)
+# Chosen so that this module takes about 6 minutes of the full suite's 30 on the 2 shared cores, and --quick
+# under 2. The run of 2026-11-26 at the earlier sizes (ours 200 pieces, peers 100 pieces and 400 passages), under
+# load from other jobs (load average 4-5), took 16 min: ours 126 / 115 / 154 s per process (offline / 0 ms /
+# 200 ms), nano-graphrag 22 s (100 pieces) and 66 s (400 2wiki passages and the queries), LightRAG 60 s and 421 s
+# (its indexing grows faster than linearly: 48 s for 100 passages). Hence fewer pieces and passages for the peers
+# than for ours. --quick is a smoke-sized run (ours on 20 pieces, the peers on 5 pieces and 40 passages).
+FULL = Sizes(documents=100, peer_documents=50, peer_passages=150, timeout_s=600)
 QUICK = Sizes(documents=20, peer_documents=5, peer_passages=40, timeout_s=120)
 
 
