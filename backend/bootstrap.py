@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
+from backend.application.chat.answer_saver import AnswerSaver
 from backend.application.chat.budgets import BudgetPolicy
 from backend.application.chat.chat_handler import ChatHandler
 from backend.application.chat.debug_middleware import DebugMiddleware
@@ -253,13 +254,19 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
             TurnLimits(settings.max_message_chars, settings.history_max_messages),
         )
         budgets = BudgetPolicy(settings.request_max_model_calls, settings.request_timeout_s)
+        saver = AnswerSaver(turns)  # both handlers' answers; drained before the stores close (LIFO)
+        stack.push_async_callback(saver.drain)
         stream = StreamHandler(
-            turns, router, ChatStreamExecutor(rag, generator, handlers), EventPipeline([DebugMiddleware()]), budgets
+            turns,
+            router,
+            ChatStreamExecutor(rag, generator, handlers),
+            EventPipeline([DebugMiddleware()]),
+            budgets,
+            saver,
         )
-        stack.push_async_callback(stream.drain)  # runs before the stores close (LIFO)
 
         yield ServiceContainer(
-            chat=ChatHandler(turns, router, GeneralChat(generator), rag, budgets),
+            chat=ChatHandler(turns, router, GeneralChat(generator), rag, budgets, saver),
             stream=stream,
             history=HistoryService(store),
             feedback=FeedbackService(store),

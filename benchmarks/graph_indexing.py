@@ -33,7 +33,7 @@ Phases, in one worker, on one KB:
               (`detect_communities`) on it, timed alone.
   2 writes    each held-out passage is ingested alone through `KnowledgeService.ingest` (one call per
               document, as the API does), then each is deleted through `KnowledgeService.delete_document`.
-              The first REFRESHED_WRITES (2) inserts and deletes refresh communities synchronously (the CLI's
+              The first REFRESHED_WRITES (1) inserts and deletes refresh communities synchronously (the CLI's
               wiring); the others defer it, as the API does (a background task), so a request waits for the
               write alone. Reported: write alone (call − the refresh inside it; every write), write + refresh
               (the whole call) and the refresh alone (the refreshed writes); p50/p95, and the mean per-stage
@@ -124,9 +124,9 @@ KB_PREFIX = "bench_2wiki"
 QUICK_PASSAGES = 200  # --quick (with 5 writes, one round, the embedded store) fits the suite's 5-minute budget
 QUICK_WRITES = 5
 # Writes that refresh the communities synchronously (the CLI's way; about 20 s each on the whole corpus): the first
-# few of the inserts and of the deletes. The others defer it, as the API does, so that the refresh is sampled
+# insert and the first delete. The others defer it, as the API does, so that the refresh is sampled
 # without taking most of the run's time.
-REFRESHED_WRITES = 2
+REFRESHED_WRITES = 1
 AGENTS = ("naive_rag_agent", "graph_agent", "hybrid_agent", "deep_research_agent", "fusion_agent")
 STORES = ("embedded", "neo4j")
 

@@ -32,7 +32,7 @@ summaries; timed by shadowing `embed` with a timed pass-through), extraction wal
 Peers, in the same run, each phase in its own process with the peers' venv (.venv-peers; see
 benchmarks/peers/requirements.txt; missing → reported as "not installed" with the install command): index
 the first `--peer-documents` podcast pieces (default 50, quick 5: fewer than ours, for the time budget; said
-in the JSON), then, in a fresh store, the first `--peer-passages` 2wiki passages (default 150, quick 40) and
+in the JSON), then, in a fresh store, the first `--peer-passages` 2wiki passages (default 100, quick 40) and
 the 51 dev questions as local-mode context-only queries (p50/p95, one at a time, once). Each uses its own defaults
 (chunk size, gleaning, concurrency: see the runners' docstrings). tiktoken cannot download its files here:
 the runners install a word-level stand-in (benchmarks/peers/common.py). Embeddings for the peers: the scripted
@@ -101,7 +101,7 @@ class Sizes:
 # 200 ms), nano-graphrag 22 s (100 pieces) and 66 s (400 2wiki passages and the queries), LightRAG 60 s and 421 s
 # (its indexing grows faster than linearly: 48 s for 100 passages). Hence fewer pieces and passages for the peers
 # than for ours. --quick is a smoke-sized run (ours on 20 pieces, the peers on 5 pieces and 40 passages).
-FULL = Sizes(documents=100, peer_documents=50, peer_passages=150, timeout_s=600)
+FULL = Sizes(documents=100, peer_documents=50, peer_passages=100, timeout_s=600)
 QUICK = Sizes(documents=20, peer_documents=5, peer_passages=40, timeout_s=120)
 
 

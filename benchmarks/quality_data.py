@@ -22,6 +22,12 @@ from backend.infrastructure.knowledge.loaders import FileDocumentLoader
 
 ROOT = Path(__file__).resolve().parent.parent
 DATASETS = Path(os.environ.get("DATASETS_DIR", ROOT.parent / "shared" / "datasets"))
+HIPPORAG_RECALL_AT_5 = {  # 2WikiMultiHopQA, 1,000 questions, this corpus (HippoRAG and HippoRAG 2 papers)
+    "BM25": 0.619,
+    "ColBERTv2": 0.682,
+    "HippoRAG": 0.895,
+    "HippoRAG 2 (70B model in the loop)": 0.904,
+}
 
 
 @dataclass(frozen=True, slots=True)

@@ -62,7 +62,16 @@ from backend.graphrag_agent.ports import AgentTrace
 from backend.infrastructure.agents.rag_factory.builders import AGENT_BUILDERS, AgentResources
 from benchmarks.graph_indexing import Wiring, bench_settings
 from benchmarks.graph_probes import machine, spread_ms, status_kib
-from benchmarks.quality_data import DATASETS, ROOT, Dataset, Question, load_2wiki, load_cmrc, load_lihua
+from benchmarks.quality_data import (
+    DATASETS,
+    HIPPORAG_RECALL_AT_5,
+    ROOT,
+    Dataset,
+    Question,
+    load_2wiki,
+    load_cmrc,
+    load_lihua,
+)
 
 PEER_CORPUS_PASSAGES = 425
 AGENTS = ("naive_rag_agent", "graph_agent", "hybrid_agent", "deep_research_agent", "fusion_agent")
@@ -74,12 +83,6 @@ KB = "quality"
 # Indexing code: a change here rebuilds the cached indexes; agents and the server do not.
 INDEX_CODE = [ROOT / "backend"]
 NOT_INDEX_CODE = ("backend/graphrag_agent/agents/", "backend/server/", "backend/application/chat")
-HIPPORAG_RECALL_AT_5 = {  # 2WikiMultiHopQA, 1,000 questions, this corpus (HippoRAG and HippoRAG 2 papers)
-    "BM25": 0.619,
-    "ColBERTv2": 0.682,
-    "HippoRAG": 0.895,
-    "HippoRAG 2 (70B model in the loop)": 0.904,
-}
 
 
 def log(message: str) -> None:

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+import numpy as np
+import numpy.typing as npt
 import pytest
 
 from backend.application.ports.ingestion import SourceDocument
@@ -12,6 +14,7 @@ from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent import ids
 from backend.graphrag_agent.extraction.base import Extraction
 from backend.graphrag_agent.extraction.offline import OfflineExtractor
+from backend.graphrag_agent.text import mostly_cjk
 from backend.infrastructure.graph_store.port import GraphStore
 from tests.support.hash_embedder import HashEmbedder
 from tests.support.indexing import make_indexer
@@ -129,3 +132,40 @@ async def test_untitled_documents_are_named(graph_store: GraphStore, title: str)
     report = await make_indexer(graph_store, HashEmbedder()).index(KB, [SourceDocument(title, "Some text here.")])
     (document,) = await graph_store.list_documents(KB.kb_prefix)
     assert document.title == "untitled" and report.doc_ids == (document.doc_id,)
+
+
+class EnglishOnlyEmbedder(HashEmbedder):
+    """Covers what MiniLM covers (not mostly-CJK text) and records what it was asked to embed."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.embedded: list[str] = []
+
+    def covers(self, text: str) -> bool:
+        return not mostly_cjk(text)
+
+    async def embed(self, texts: Sequence[str]) -> npt.NDArray[np.float32]:
+        self.embedded.extend(texts)
+        return await super().embed(texts)
+
+
+async def test_text_the_embedder_does_not_cover_is_indexed_without_vectors(graph_store: GraphStore) -> None:
+    chinese = SourceDocument("长城", "长城是中国古代的军事防御工程。长城东起山海关，西至嘉峪关。", source="wall.md")
+    embedder = EnglishOnlyEmbedder()
+    report = await make_indexer(graph_store, embedder).index(KB, [chinese, ADA])
+    assert report.documents_added == 2
+    # No Chinese chunk or entity name reached the model (its vectors would be noise); the English ones did.
+    # (Community summaries are embedded whatever their language: community search always runs.)
+    indexed = [text for text in embedder.embedded if not text.startswith("A community") and "\nA community" not in text]
+    assert not [text for text in indexed if mostly_cjk(text)], indexed
+    assert {"Ada Lovelace", "Charles Babbage"} <= set(indexed)
+    documents = {d.title: d for d in await graph_store.list_documents(KB.kb_prefix)}
+    wall_chunks, ada_chunks = (
+        [ids.chunk_id(KB.kb_prefix, documents[title].doc_id, i) for i in range(documents[title].chunk_count)]
+        for title in ("长城", "Ada Lovelace")
+    )
+    assert await graph_store.chunk_embeddings(KB.kb_prefix, wall_chunks) == {}
+    assert set(await graph_store.chunk_embeddings(KB.kb_prefix, ada_chunks)) == set(ada_chunks)
+    # The Chinese chunks are still found by their words.
+    hits = await graph_store.search_chunks_fulltext(KB.kb_prefix, "长城 山海关", 5)
+    assert {hit.title for hit in hits} == {"长城"}

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from backend.application.chat.answer_saver import AnswerSaver
 from backend.application.chat.budgets import BudgetPolicy
 from backend.application.chat.chat_handler import ChatHandler
 from backend.application.chat.pipeline import EventPipeline
@@ -53,9 +54,10 @@ def wire(
     rag = RagManager(pool, generator, RetrievalLimits(agent_timeout_s=agent_timeout_s))
     router = RouterGraph(catalog, RoutingPolicy())
     turns = TurnService(store, catalog, pool.available_agent_types, TurnLimits(max_message_chars=2000))
+    saver = AnswerSaver(turns)  # shared, as the composition root shares it
     return Wired(
         store=store,
-        chat=ChatHandler(turns, router, GeneralChat(generator), rag, budgets),
-        stream=StreamHandler(turns, router, ChatStreamExecutor(rag, generator), pipeline, budgets),
+        chat=ChatHandler(turns, router, GeneralChat(generator), rag, budgets, saver),
+        stream=StreamHandler(turns, router, ChatStreamExecutor(rag, generator), pipeline, budgets, saver),
         agent=agent,
     )

@@ -23,6 +23,7 @@ from backend.domain.events import (
     StreamEvent,
     TokenEvent,
 )
+from backend.infrastructure.persistence.memory.conversation_store import InMemoryConversationStore
 from tests.support.fakes import FakeAgent, FakeChatModel, evidence
 from tests.support.wiring import Wired, wire
 
@@ -247,3 +248,76 @@ async def test_non_streaming_model_failure_stores_a_partial_reply_and_raises() -
         await wired.chat.handle(context(), question())
     messages = await stored(wired)
     assert [(m.role, m.completed) for m in messages] == [(Role.USER, True), (Role.ASSISTANT, False)]
+
+
+class _StalledModel(FakeChatModel):
+    """Answers only when released; tells when it has been asked."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.asked = asyncio.Event()
+        self.release = asyncio.Event()
+
+    async def complete(self, messages):  # type: ignore[no-untyped-def]
+        self.prompts.append(list(messages))
+        self.asked.set()
+        await self.release.wait()
+        return "too late"
+
+
+async def test_non_streaming_chat_cancelled_while_the_model_answers_still_stores_its_reply() -> None:
+    # What the server does to a request still running when its shutdown grace period is over.
+    model = _StalledModel()
+    wired = wire(FakeAgent(results=ORCHARD_FACTS), model)
+    task = asyncio.create_task(wired.chat.handle(context(), question()))
+    await asyncio.wait_for(model.asked.wait(), 5)
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    messages = await stored(wired)
+    assert [(m.role, m.completed) for m in messages] == [(Role.USER, True), (Role.ASSISTANT, False)]
+    assert messages[1].content == ""
+    assert messages[1].debug["error"] == "the request ended before the answer was complete"  # type: ignore[index]
+    assert messages[1].debug["route"]["worker_name"] == "orchard:naive_rag_agent:retrieve_only"  # type: ignore[index]
+    assert not [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+
+
+async def test_non_streaming_chat_cancelled_twice_keeps_saving_and_drain_waits_for_it() -> None:
+    class SlowStore(InMemoryConversationStore):
+        def __init__(self) -> None:
+            super().__init__()
+            self.appending = asyncio.Event()
+            self.go_on = asyncio.Event()
+
+        async def append_message(self, conversation_id, message):  # type: ignore[no-untyped-def]
+            if message.role is Role.ASSISTANT:
+                self.appending.set()
+                await self.go_on.wait()
+            return await super().append_message(conversation_id, message)
+
+    model, store = _StalledModel(), SlowStore()
+    wired = wire(FakeAgent(results=ORCHARD_FACTS), model, store=store)
+    task = asyncio.create_task(wired.chat.handle(context(), question()))
+    await asyncio.wait_for(model.asked.wait(), 5)
+    task.cancel()
+    await asyncio.wait_for(store.appending.wait(), 5)  # the reply's write began; a 2nd cancellation must not stop it
+    task.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await task
+    assert wired.stream.pending_saves == 1  # one saver for both handlers: what the service drains at shutdown
+    store.go_on.set()
+    await wired.stream.drain()
+    assert [(m.role, m.completed) for m in await stored(wired)] == [(Role.USER, True), (Role.ASSISTANT, False)]
+
+
+async def test_non_streaming_chat_bug_stores_an_interrupted_reply_and_raises_it() -> None:
+    class BrokenModel(FakeChatModel):
+        async def complete(self, messages):  # type: ignore[no-untyped-def]
+            raise KeyError("a bug, not a model error")
+
+    wired = wire(FakeAgent(results=ORCHARD_FACTS), BrokenModel())
+    with pytest.raises(KeyError):
+        await wired.chat.handle(context(), question())
+    messages = await stored(wired)
+    assert [(m.role, m.completed) for m in messages] == [(Role.USER, True), (Role.ASSISTANT, False)]
+    assert messages[1].debug["error"] == "internal error while answering"  # type: ignore[index]

@@ -6,6 +6,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
+from backend.application.chat.answer_saver import UNSAVED_MESSAGE, AnswerSaver
 from backend.application.chat.budgets import BudgetPolicy
 from backend.application.chat.inputs import ChatInput
 from backend.application.chat.turns import AssistantDraft, PreparedTurn, TurnService, generation_request
@@ -14,11 +15,14 @@ from backend.application.ports.router import RouterPort
 from backend.domain.budget import budget_scope
 from backend.domain.context import RequestContext
 from backend.domain.conversation import Citation
-from backend.domain.errors import GraphRagError
+from backend.domain.errors import GraphRagError, StoreUnavailable
 from backend.domain.generation import GenerationMode
 from backend.domain.routing import RouteDecision
 
 logger = logging.getLogger(__name__)
+
+INTERNAL_ERROR_MESSAGE = "internal error while answering"
+INTERRUPTED_MESSAGE = "the request ended before the answer was complete"
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +44,14 @@ class ChatHandler:
         completion: ChatCompletionPort,
         rag_executor: RAGExecutorPort,
         budgets: BudgetPolicy | None = None,
+        saver: AnswerSaver | None = None,
     ) -> None:
         self._turns = turns
         self._router = router
         self._completion = completion
         self._rag = rag_executor
         self._budgets = budgets or BudgetPolicy()
+        self._saver = saver or AnswerSaver(turns)
 
     async def handle(self, context: RequestContext, chat_input: ChatInput) -> ChatResult:
         turn = await self._turns.prepare(context, chat_input)
@@ -58,16 +64,25 @@ class ChatHandler:
                         answer = await self._answer(turn, draft.decision)
                 except TimeoutError:
                     raise budget.overtime() from None
-        except GraphRagError as error:
-            # Keep the turn consistent: the user message has an assistant reply marked as not completed.
-            draft.error = error.message
-            await self._turns.save_answer(turn, draft)
+        except (Exception, asyncio.CancelledError) as error:
+            # Keep the turn consistent: the user message gets an assistant reply marked as not completed, also
+            # when the request is cancelled (the server ending it at shutdown): the saver's write outlives that.
+            if isinstance(error, GraphRagError):
+                draft.error = error.message
+            elif isinstance(error, asyncio.CancelledError):
+                draft.error = INTERRUPTED_MESSAGE
+            else:
+                logger.exception("chat request %s failed", context.request_id)
+                draft.error = INTERNAL_ERROR_MESSAGE
+            await self._saver.save(turn, draft)
             raise
         draft.tokens.append(answer.text)
         draft.citations = answer.citations
         draft.mode = answer.mode
         draft.completed = True
-        stored = await self._turns.save_answer(turn, draft)
+        message_id = await self._saver.save(turn, draft)
+        if message_id is None:
+            raise StoreUnavailable(UNSAVED_MESSAGE)
         return ChatResult(
             answer=answer.text,
             citations=answer.citations,
@@ -75,7 +90,7 @@ class ChatHandler:
             generation_mode=answer.mode,
             conversation_id=turn.conversation_id,
             user_message_id=turn.user_message.id,
-            message_id=stored.id,
+            message_id=message_id,
         )
 
     async def _route(self, turn: PreparedTurn) -> RouteDecision:

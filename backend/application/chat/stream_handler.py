@@ -2,7 +2,7 @@
 
 `start` is first and `done` last, exactly once each. Every event passes the event pipeline (pipeline.py)
 before any protocol sees it. The assistant message is stored exactly once: at the end, or — when the client
-goes away mid-stream — by a shielded task that the disconnect cannot cancel, marked as not completed.
+goes away mid-stream — marked as not completed, through the AnswerSaver (a write the disconnect cannot cancel).
 Each request runs under its own budget (model calls, time; domain/budget.py): going over ends the stream
 with an `error` (code `budget_exceeded`) and keeps what was produced.
 
@@ -20,6 +20,7 @@ from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 
+from backend.application.chat.answer_saver import UNSAVED_MESSAGE, AnswerSaver
 from backend.application.chat.budgets import BudgetPolicy
 from backend.application.chat.inputs import ChatInput
 from backend.application.chat.pipeline import EventPipeline, Run, RunOutcome
@@ -67,13 +68,14 @@ class StreamHandler:
         executor: ChatStreamExecutorPort,
         pipeline: EventPipeline | None = None,
         budgets: BudgetPolicy | None = None,
+        saver: AnswerSaver | None = None,
     ) -> None:
         self._turns = turns
         self._router = router
         self._executor = executor
         self._pipeline = pipeline or EventPipeline()
         self._budgets = budgets or BudgetPolicy()
-        self._pending_saves: set[asyncio.Task[str | None]] = set()
+        self._saver = saver or AnswerSaver(turns)
         self._live: set[_LiveStream] = set()
         self._stopping = False
 
@@ -85,7 +87,7 @@ class StreamHandler:
     @property
     def pending_saves(self) -> int:
         """Answers still being stored (after disconnects, or at the end of streams)."""
-        return len(self._pending_saves)
+        return self._saver.pending
 
     def stop_streams(self) -> int:
         """End every stream being produced, and any opened later, with `error` (`shutting_down`) and `done`.
@@ -156,11 +158,9 @@ class StreamHandler:
                     yield event
                 draft.debug |= run.record
                 saved = True
-                message_id = await self._save_shielded(turn, draft)
+                message_id = await self._saver.save(turn, draft)
                 if message_id is None:
-                    unsaved = ErrorEvent(
-                        "the answer could not be saved to the conversation history", "store_unavailable"
-                    )
+                    unsaved = ErrorEvent(UNSAVED_MESSAGE, "store_unavailable")
                     for event in self._through(run, draft, unsaved):
                         yield event
                 for event in self._through(run, draft, DoneEvent(message_id)):
@@ -170,7 +170,7 @@ class StreamHandler:
                 if not saved:
                     draft.error = draft.error or "client disconnected before the answer was complete"
                     draft.debug |= run.record
-                    await self._save_shielded(turn, draft)
+                    await self._saver.save(turn, draft)
 
     def _through(self, run: Run, draft: AssistantDraft, event: StreamEvent) -> Sequence[StreamEvent]:
         processed = self._pipeline.process(run, event)
@@ -195,24 +195,9 @@ class StreamHandler:
             async for event in events:
                 yield event
 
-    async def _save_shielded(self, turn: PreparedTurn, draft: AssistantDraft) -> str | None:
-        """Store the answer in a task of its own: a disconnect that cancels the stream cannot cancel it."""
-        task = asyncio.create_task(self._save_or_report(turn, draft))
-        self._pending_saves.add(task)
-        task.add_done_callback(self._pending_saves.discard)
-        return await asyncio.shield(task)
-
-    async def _save_or_report(self, turn: PreparedTurn, draft: AssistantDraft) -> str | None:
-        try:
-            return (await self._turns.save_answer(turn, draft)).id
-        except GraphRagError as error:
-            logger.error("could not store the answer of request %s: %s", turn.context.request_id, error.message)
-            return None
-
     async def drain(self) -> None:
         """Wait for saves still running after disconnects (called at shutdown)."""
-        if self._pending_saves:
-            await asyncio.gather(*self._pending_saves, return_exceptions=True)
+        await self._saver.drain()
 
 
 def _take_back_stop(live: _LiveStream) -> bool:

@@ -13,6 +13,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+import numpy as np
+
 from backend.application.ports.ingestion import IndexReport, ProgressCallback, SourceDocument
 from backend.domain.graph import ChunkRecord, DocumentGraph, DocumentRecord, EntityMention
 from backend.domain.knowledge_base import KnowledgeBase
@@ -192,9 +194,19 @@ class GraphIndexer:
         ]
 
     async def _embed(self, texts: Sequence[str]) -> list[Vector]:
+        """A vector per text; a zero one (stored as "no embedding") for a text in a language the model does not
+        cover, e.g. Chinese under the English-only MiniLM: searches never use such vectors, so they are not
+        computed (for a Chinese corpus that is most of the indexing time)."""
         if not texts:
             return []
-        return list(await self._embedder.embed(texts))
+        covered = [i for i, text in enumerate(texts) if self._embedder.covers(text)]
+        if len(covered) == len(texts):
+            return list(await self._embedder.embed(texts))
+        vectors: list[Vector] = [np.zeros(self._embedder.dimension, dtype=np.float32) for _ in texts]
+        if covered:
+            for i, vector in zip(covered, await self._embedder.embed([texts[i] for i in covered]), strict=True):
+                vectors[i] = vector
+        return vectors
 
     async def _new_entity_vectors(self, kb: str, extractions: Sequence[Extraction]) -> dict[str, Vector]:
         """Vectors for the entities the KB does not have yet (existing ones keep theirs)."""
