@@ -277,7 +277,7 @@ def retrieval_set(inputs: Inputs, key: str) -> tuple[dict[str, Any], dict[str, A
         about = {"source": source.describe(), "documents": result.get("documents")}
         about |= {"questions": result.get("questions"), "index": result.get("index")}
         if (result.get("datasets_at_a_time") or 1) > 1:  # retrieval_quality --jobs: latency under shared load
-            about["note"] = f"latencies with {result['datasets_at_a_time']} datasets evaluated at a time"
+            about["note"] = f"Latencies with {result['datasets_at_a_time']} datasets evaluated at a time"
         return agent_rows(result, figures), about
     if key == "2wiki_full" and graph is not None and graph.full:
         about = {"source": graph.describe(), "documents": WIKI_PASSAGES, "questions": 51}

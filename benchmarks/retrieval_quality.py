@@ -16,7 +16,8 @@ The KBs are built through the product's own wiring (`open_knowledge_service`, of
 MiniLM, embedded store), all documents in one `ingest` call, as `python -m backend ingest` does. A built
 index is kept under `benchmarks/.cache/quality/` keyed by a hash of the dataset files and of the indexing
 code (everything under backend/ except the agents and the server), so changing an agent does not rebuild
-it; `--rebuild` forces it. The build time recorded with the index is reported next to the figures.
+it; `--rebuild` forces it (each build keeps the dataset's three newest indexes and removes older ones). The
+build time recorded with the index is reported next to the figures.
 
 The agents are built as the service builds them (`AGENT_BUILDERS[type](kb, AgentResources(store,
 embedder, RAG_TOP_K, model=None))`) and asked one question at a time; their latency is recorded too.
@@ -80,6 +81,7 @@ FUSION_MEMBERS = AGENTS[:4]  # as the service builds it (rag_factory/builders.py
 CACHE = ROOT / "benchmarks" / ".cache" / "quality"
 RESULTS = ROOT / "benchmarks" / "results"
 KB = "quality"
+CACHE_KEPT = 3  # indexes kept per dataset: the current indexing code's and two older ones
 # Indexing code: a change here rebuilds the cached indexes; agents and the server do not.
 INDEX_CODE = [ROOT / "backend"]
 NOT_INDEX_CODE = ("backend/graphrag_agent/agents/", "backend/server/", "backend/application/chat")
@@ -157,7 +159,18 @@ async def ensure_index(dataset: Dataset, rebuild: bool, reuse_stale: bool) -> tu
         log(f"{dataset.name}: reusing the index in {directory.name}")
         return directory, json.loads(meta_file.read_text(encoding="utf-8")) | {"reused": True}
     log(f"{dataset.name}: building the index ({len(dataset.documents)} documents)")
-    return directory, await build_index(dataset, directory) | {"reused": False}
+    meta = await build_index(dataset, directory) | {"reused": False}
+    prune_cache(dataset)
+    return directory, meta
+
+
+def prune_cache(dataset: Dataset) -> None:
+    """Keep the CACHE_KEPT newest indexes of this dataset (an index is some hundred MB to GBs; older indexing
+    code's ones are only worth keeping for `--reuse-stale` and a quick switch between branches)."""
+    built = sorted(CACHE.glob(f"{dataset.name}-{len(dataset.documents)}-*/index.json"), key=lambda p: p.stat().st_mtime)
+    for meta in built[:-CACHE_KEPT]:
+        log(f"{dataset.name}: removing the old index {meta.parent.name}")
+        shutil.rmtree(meta.parent, ignore_errors=True)
 
 
 # -- rankings ----------------------------------------------------------------------------------------------------
