@@ -1329,7 +1329,7 @@ def serving_markdown(latest: dict[str, Any], plots: dict[str, Path], report: Pat
     parts.append(table(["ms, p50 / p95", *headers, "goal p95"], rows))
     for store, why in (latest["serving"].get("stores_not_measured") or {}).items():
         parts += ["", f"{store}: not measured ({why})."]
-    sentence = serving_sentence({s: by_store.get(s) for s in stores}, scope)
+    sentence = serving_sentence({header: by_store.get(s) for s, header in zip(stores, headers, strict=True)}, scope)
     return "\n".join([*parts, "", figure_block("serving", plots, report, sentence)])
 
 
