@@ -14,7 +14,7 @@
 #   --dry-run  print the steps and their commands; install, start and run nothing
 #
 # Starts the local Postgres (POSTGRES_TEST_DSN unset; history_store, concurrency) and a Neo4j 5.26 server
-# with the JIT fully on (NEO4J_TEST_URI unset; graph_indexing in full mode, stopped again on exit), as
+# with the JIT fully on (NEO4J_TEST_URI unset; graph_indexing in full mode, stopped again right after it), as
 # scripts/test.sh does.
 # A module whose file is missing is skipped; one that fails is recorded and the next one runs. Prints the
 # elapsed time of every step; exit status 1 when any step failed.
@@ -78,6 +78,7 @@ duration() {  # seconds → "4m07s"
   printf '%dm%02ds' $(($1 / 60)) $(($1 % 60))
 }
 
+OWN_NEO4J=0  # 1 while the Neo4j server this script started runs
 STEPS=()
 TIMINGS=()  # "name<TAB>status<TAB>seconds" of each step run, for the suite's timing file
 failures=0
@@ -134,9 +135,10 @@ if wants graph_indexing && [ "$QUICK" = 0 ] && [ -z "${NEO4J_TEST_URI:-}" ]; the
   # The test script's server runs C1 only (faster start); a benchmark wants the full JIT.
   export NEO4J_TEST_JAVA_OPTS="${NEO4J_TEST_JAVA_OPTS:--XX:TieredStopAtLevel=4}"
   if [ "$DRY_RUN" = 1 ]; then
-    log "dry run: NEO4J_TEST_JAVA_OPTS=$NEO4J_TEST_JAVA_OPTS eval \"\$(scripts/services/neo4j.sh)\"; stop on exit"
+    log "dry run: NEO4J_TEST_JAVA_OPTS=$NEO4J_TEST_JAVA_OPTS eval \"\$(scripts/services/neo4j.sh)\"; stop after graph_indexing"
   elif services="$(scripts/services/neo4j.sh)"; then
     eval "$services"  # NEO4J_TEST_URI, NEO4J_TEST_PID, NEO4J_TEST_DIR
+    OWN_NEO4J=1
     trap 'scripts/services/neo4j.sh stop' EXIT
   else
     log "warning: no local Neo4j; graph_indexing reports the neo4j store as skipped"
@@ -150,6 +152,12 @@ for module in "${selected[@]}"; do
   fi
   read -ra args <<<"$(module_args "$module")"
   run_step "$module" python -m "benchmarks.$module" "${args[@]}"
+  if [ "$module" = graph_indexing ] && [ "$OWN_NEO4J" = 1 ]; then
+    # No later step uses it: an idle JVM would only take memory and CPU from the measurements that follow.
+    scripts/services/neo4j.sh stop || log "warning: could not stop the benchmark's Neo4j"
+    trap - EXIT
+    OWN_NEO4J=0
+  fi
 done
 # The whole suite's timing (not with --only: that is not the whole suite), read by the report's budget goal.
 if [ -z "$ONLY" ] && [ "$DRY_RUN" = 0 ]; then
