@@ -663,11 +663,12 @@ def goals(result: dict[str, Any]) -> dict[str, Any]:
     return verdicts
 
 
-def passages_text(params: dict[str, Any]) -> str:
+def passages_text(document: dict[str, Any]) -> str:
     """ "6119 passages", or with a bounded store "6119 passages (neo4j: the first 1000)"."""
-    bounded = [f"{store}: the first {n}" for store, n in (params.get("passages_by_store") or {}).items()
-               if n is not None and n != params["passages"]]  # fmt: skip
-    return f"{params['passages']} passages" + (f" ({', '.join(bounded)})" if bounded else "")
+    passages = document["parameters"]["passages"]
+    stores = {store: (result.get("parameters") or {}).get("passages") for store, result in document["stores"].items()}
+    bounded = [f"{store}: the first {n}" for store, n in stores.items() if n is not None and n != passages]
+    return f"{passages} passages" + (f" ({', '.join(bounded)})" if bounded else "")
 
 
 def print_table(document: dict[str, Any]) -> None:
@@ -677,7 +678,7 @@ def print_table(document: dict[str, Any]) -> None:
     print(
         f"\n{host['cpu_model']}, {host['cpus_usable']} cores, Python {host['python']}, "
         f"load {host['load_average_1m_at_start']}→{host['load_average_1m_at_end']}; "
-        f"2wiki {passages_text(params)} ({params['writes']} held out for the writes), "
+        f"2wiki {passages_text(document)} ({params['writes']} held out for the writes), "
         f"{params['rounds']} timed retrieval passes x 51 questions"
     )
     for name, result in document["stores"].items():
@@ -801,7 +802,7 @@ def main() -> None:
     args.passages = min(total, args.passages or (QUICK_PASSAGES if args.quick else total))
     args.writes = args.writes or (QUICK_WRITES if args.quick else 20)
     args.rounds = args.rounds or (1 if args.quick else 3)
-    if not 1 <= args.writes < min(args.passages, args.neo4j_passages or args.passages) or args.rounds < 1:
+    if not 1 <= args.writes < min(store_passages(store, args) for store in STORES) or args.rounds < 1:
         parser.error("--writes must be at least 1 and below the passages, --rounds at least 1")
     if args.worker is not None:
         run_worker(args)
@@ -829,9 +830,6 @@ def main() -> None:
         "machine": host,
         "parameters": {
             "passages": args.passages,
-            "passages_by_store": {
-                store: result.get("parameters", {}).get("passages") for store, result in results.items()
-            },
             "writes": args.writes,
             "rounds": args.rounds,
             "extractor": "offline",

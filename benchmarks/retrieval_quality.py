@@ -147,9 +147,7 @@ async def build_index(dataset: Dataset, directory: Path) -> dict[str, Any]:
 async def ensure_index(dataset: Dataset, rebuild: bool, reuse_stale: bool) -> tuple[Path, dict[str, Any]]:
     directory = index_dir(dataset)
     if reuse_stale and not (directory / "index.json").is_file():
-        built = sorted(
-            CACHE.glob(f"{dataset.name}-{len(dataset.documents)}-*/index.json"), key=lambda p: p.stat().st_mtime
-        )
+        built = built_indexes(dataset)
         if built:
             log(f"{dataset.name}: reusing {built[-1].parent.name}, built by other indexing code (--reuse-stale)")
             meta = json.loads(built[-1].read_text(encoding="utf-8"))
@@ -164,11 +162,15 @@ async def ensure_index(dataset: Dataset, rebuild: bool, reuse_stale: bool) -> tu
     return directory, meta
 
 
+def built_indexes(dataset: Dataset) -> list[Path]:
+    """The `index.json` of every cached index of this dataset, whatever code built it, oldest first."""
+    return sorted(CACHE.glob(f"{dataset.name}-{len(dataset.documents)}-*/index.json"), key=lambda p: p.stat().st_mtime)
+
+
 def prune_cache(dataset: Dataset) -> None:
     """Keep the CACHE_KEPT newest indexes of this dataset (an index is some hundred MB to GBs; older indexing
     code's ones are only worth keeping for `--reuse-stale` and a quick switch between branches)."""
-    built = sorted(CACHE.glob(f"{dataset.name}-{len(dataset.documents)}-*/index.json"), key=lambda p: p.stat().st_mtime)
-    for meta in built[:-CACHE_KEPT]:
+    for meta in built_indexes(dataset)[:-CACHE_KEPT]:
         log(f"{dataset.name}: removing the old index {meta.parent.name}")
         shutil.rmtree(meta.parent, ignore_errors=True)
 
