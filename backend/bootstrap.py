@@ -60,6 +60,7 @@ from backend.infrastructure.llm.answering import AnswerGenerator, GeneralChat
 from backend.infrastructure.llm.completion_adapter import CoreCompletionModel
 from backend.infrastructure.llm.openai_compatible import OpenAICompatibleChatModel
 from backend.infrastructure.llm.types import ChatModel
+from backend.infrastructure.native_threads import single_threaded_blas
 from backend.infrastructure.persistence.memory.conversation_store import InMemoryConversationStore
 from backend.infrastructure.persistence.postgres.conversation_store import PostgresConversationStore
 from backend.infrastructure.persistence.sqlite.conversation_store import SqliteConversationStore
@@ -195,6 +196,7 @@ async def _open_knowledge(
     """The knowledge graph and everything that writes it, shared by the server (`serving`: communities are
     refreshed in the background) and the CLI (refreshed at the end of each batch)."""
     settings.data_dir.mkdir(parents=True, exist_ok=True)
+    stack.enter_context(single_threaded_blas())  # vector searches run side by side: see native_threads.py
     embedder = _build_embedder(settings)
     store = await _open_graph_store(settings, embedder, stack, serving)
     registry = KnowledgeBaseRegistry.from_file(settings.kb_registry_path)

@@ -20,7 +20,7 @@ import numpy as np
 import pytest
 
 from backend.domain.errors import ModelError
-from backend.infrastructure.embeddings import minilm
+from backend.infrastructure.embeddings import minilm, minilm_onnx
 from backend.infrastructure.embeddings.minilm import MiniLMEmbedder, ModelFilesMissing
 from backend.infrastructure.embeddings.openai_compatible import OpenAICompatibleEmbedder
 from tests.support.embedder import shared_minilm
@@ -288,3 +288,22 @@ async def test_a_hosted_model_covers_every_language_unless_configured_otherwise(
     finally:
         await multilingual.aclose()
         await english_only.aclose()
+
+
+def test_the_onnx_pool_stops_spinning_when_a_run_returns(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A query's embedding must not leave a core spinning while the store's reads wait for the CPU."""
+    import onnxruntime  # type: ignore[import-untyped]
+
+    if not minilm_onnx.onnx_available():
+        pytest.skip("onnxruntime is not installed")
+    built: list[Any] = []
+    real_session = onnxruntime.InferenceSession
+
+    def recording_session(model: bytes, options: Any, **kwargs: Any) -> Any:
+        built.append(options)
+        return real_session(model, options, **kwargs)
+
+    monkeypatch.setattr(onnxruntime, "InferenceSession", recording_session)
+    loaded = MiniLMEmbedder.load(engine="onnx")
+    assert loaded.engine == "onnx"
+    assert [options.get_session_config_entry("session.force_spinning_stop") for options in built] == ["1"]

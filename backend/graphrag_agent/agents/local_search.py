@@ -366,7 +366,8 @@ def community_scores(
     terms = content_terms(query)
     scored = []
     for community in communities:
-        held = sum(weights.get(e, 0.0) for e in set(community.entity_ids)) / total
+        # The seeds it holds, found from the seeds' side: a top-level community has thousands of members.
+        held = sum(weights[e] for e in weights.keys() & community.entity_ids) / total
         about = loose_overlap(terms, f"{community.title}\n{community.summary}")
         scored.append((community, held * (0.5 + 0.5 * about)))
     scored.sort(key=lambda pair: (-pair[1], -pair[0].level, -pair[0].rank, pair[0].community_id))
