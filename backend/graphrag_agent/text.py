@@ -11,7 +11,9 @@ Two tokenisations of the same text:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Iterator
+from contextlib import contextmanager
+from contextvars import ContextVar
 
 from backend.graphrag_agent.chinese import chinese_words
 
@@ -172,6 +174,35 @@ def index_terms(text: str) -> list[str]:
     return _terms(text, _cjk_terms)
 
 
+# Texts' term sets while a `shared_term_sets()` block runs: the agents fused for one question score the same
+# chunks and summaries against it, and tokenising them is the largest Python cost of a search.
+_TERM_SETS: ContextVar[dict[str, frozenset[str]] | None] = ContextVar("term_sets", default=None)
+
+
+@contextmanager
+def shared_term_sets() -> Iterator[None]:
+    """Tokenise each text once among the tasks started inside this block (a nested block joins the outer)."""
+    if _TERM_SETS.get() is not None:
+        yield
+        return
+    token = _TERM_SETS.set({})
+    try:
+        yield
+    finally:
+        _TERM_SETS.reset(token)
+
+
+def index_term_set(text: str) -> frozenset[str]:
+    """The distinct `index_terms` of `text` (computed once per text inside `shared_term_sets()`)."""
+    memo = _TERM_SETS.get()
+    if memo is None:
+        return frozenset(index_terms(text))
+    found = memo.get(text)
+    if found is None:
+        found = memo[text] = frozenset(index_terms(text))
+    return found
+
+
 def fulltext_terms(text: str) -> list[str]:
     """The terms a fulltext index stores for `text`, in order (words lower-cased, CJK runs as jieba words)."""
     return _terms(text, chinese_words)
@@ -283,7 +314,7 @@ def overlap_score(query_terms: Iterable[str], text: str) -> float:
     wanted = set(query_terms)
     if not wanted:
         return 0.0
-    words = set(index_terms(text))
+    words = index_term_set(text)
     lowered = text.lower()
     found = sum(_cjk_presence(term, lowered) if is_cjk(term) else float(term in words) for term in wanted)
     return found / len(wanted)

@@ -11,6 +11,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from backend.graphrag_agent import text
+from backend.graphrag_agent.agents.local_search import loose_overlap
 from backend.graphrag_agent.ports import ChunkHit, GraphReader, TextEmbedder
 from backend.graphrag_agent.shared_reads import SharedReads
 
@@ -185,3 +187,29 @@ async def test_a_nested_scope_joins_the_outer_one(limit: int) -> None:
         with shared.scope():
             await shared.reader.search_chunks_fulltext("kb", "who", limit)
     assert reader.calls["fulltext"] == 1
+
+
+async def test_the_members_of_a_scope_tokenise_each_text_they_score_once(monkeypatch: pytest.MonkeyPatch) -> None:
+    tokenised: list[str] = []
+    real_index_terms = text.index_terms
+
+    def counting(passage: str) -> list[str]:
+        tokenised.append(passage)
+        return real_index_terms(passage)
+
+    monkeypatch.setattr(text, "index_terms", counting)
+    passage = "Teutberga was a queen of Lotharingia"
+
+    async def member() -> list[float]:
+        await asyncio.sleep(0)  # the members interleave, as fused agents do
+        return [text.overlap_score(["queen", "lotharingia"], passage), loose_overlap(["queens"], passage)]
+
+    with SharedReads.scope():
+        scores = await asyncio.gather(member(), member(), member())
+    assert scores == [[1.0, 1.0]] * 3
+    assert tokenised == [passage]
+
+    tokenised.clear()
+    assert text.overlap_score(["king"], passage) == 0.0
+    assert text.overlap_score(["queen"], passage) == 1.0
+    assert tokenised == [passage, passage]  # outside a scope nothing is kept from one call to the next

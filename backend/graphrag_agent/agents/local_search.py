@@ -30,7 +30,7 @@ from backend.graphrag_agent.agents.common import (
 from backend.graphrag_agent.ids import normalise_entity_name
 from backend.graphrag_agent.keywords import extract_keywords
 from backend.graphrag_agent.ports import ChunkHit, EntityHit, GraphReader, Vector
-from backend.graphrag_agent.text import STOPWORDS, content_terms, index_terms
+from backend.graphrag_agent.text import STOPWORDS, content_terms, index_term_set, index_terms
 
 
 @dataclass(frozen=True, slots=True)
@@ -221,7 +221,7 @@ def loose_overlap(terms: Sequence[str], text: str) -> float:
     wanted = {_stem(t) for t in terms}
     if not wanted:
         return 0.0
-    return len(wanted & {_stem(t) for t in index_terms(text)}) / len(wanted)
+    return len(wanted & {_stem(t) for t in index_term_set(text)}) / len(wanted)
 
 
 class GraphExpander:
