@@ -111,7 +111,7 @@ async def test_the_client_leaving_at_the_same_time_still_cancels_the_stream() ->
     with pytest.raises(asyncio.CancelledError):
         await task
 
-    await wired.stream.drain()
+    await wired.saver.drain()
     messages = await _stored(wired)
     assert len(messages) == 2 and messages[1].completed is False  # the partial answer, once
     assert not any(isinstance(event, DoneEvent) for event in seen)

@@ -35,6 +35,7 @@ class Wired:
     store: InMemoryConversationStore
     chat: ChatHandler
     stream: StreamHandler
+    saver: AnswerSaver  # both handlers' answer writes; the service drains it at shutdown
     agent: FakeAgent
 
 
@@ -59,5 +60,6 @@ def wire(
         store=store,
         chat=ChatHandler(turns, router, GeneralChat(generator), rag, budgets, saver),
         stream=StreamHandler(turns, router, ChatStreamExecutor(rag, generator), pipeline, budgets, saver),
+        saver=saver,
         agent=agent,
     )

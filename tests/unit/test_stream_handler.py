@@ -159,7 +159,7 @@ async def test_client_closing_the_stream_stores_the_partial_answer_exactly_once(
             seen.append(event)
             if len(seen) == stop_after:
                 break
-    await wired.stream.drain()
+    await wired.saver.drain()
     messages = await stored(wired)
     assert [m.role for m in messages] == [Role.USER, Role.ASSISTANT]
     tokens = "".join(e.text for e in seen if isinstance(e, TokenEvent))
@@ -189,7 +189,7 @@ async def test_cancelling_the_consumer_task_stores_the_partial_answer_and_leaves
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    await wired.stream.drain()
+    await wired.saver.drain()
     messages = await stored(wired)
     assert len(messages) == 2
     assert messages[1].content.startswith("".join(tokens[:3]))
@@ -202,7 +202,7 @@ async def test_user_message_is_stored_before_routing_and_bad_input_stores_nothin
     turn = await wired.stream.prepare(context(), question())
     # Stored already, before a single event was produced.
     assert [m.content for m in await stored(wired)] == ["When was the orchard founded?"]
-    await wired.stream.drain()
+    await wired.saver.drain()
     del turn
     bad_inputs = [
         (question(kb="nope"), UnknownKnowledgeBase),
@@ -306,7 +306,7 @@ async def test_non_streaming_chat_cancelled_twice_keeps_saving_and_drain_waits_f
         await task
     assert wired.stream.pending_saves == 1  # one saver for both handlers: what the service drains at shutdown
     store.go_on.set()
-    await wired.stream.drain()
+    await wired.saver.drain()
     assert [(m.role, m.completed) for m in await stored(wired)] == [(Role.USER, True), (Role.ASSISTANT, False)]
 
 

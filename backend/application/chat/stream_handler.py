@@ -195,10 +195,6 @@ class StreamHandler:
             async for event in events:
                 yield event
 
-    async def drain(self) -> None:
-        """Wait for saves still running after disconnects (called at shutdown)."""
-        await self._saver.drain()
-
 
 def _take_back_stop(live: _LiveStream) -> bool:
     """Take back the cancellation with which `stop_streams` interrupted this stream. True when that was the only
