@@ -8,6 +8,11 @@ embedder of a `SharedReads` perform each distinct read once and hand every calle
 outside a scope they pass each call straight through. The scope also tokenises each text the members score
 once (`text.shared_term_sets`): that was a fifth of a fused question's CPU.
 
+The members also run the same searches to different depths (naive_rag_agent 20 chunks, local graph search 30).
+With a `search_depth`, every chunk and entity search in a scope fetches at least that many hits once and each caller
+takes the head it asked for. Every store ranks a search in one total order (score, then id), so the head of a
+deeper exact search is the shallower search; an approximate vector index searched deeper can only find more.
+
 The memo lives in a context variable that the scope sets and the member tasks inherit, so it lasts for one
 request: two requests never share a read, and a read after a write always reaches the store.
 """
@@ -58,8 +63,9 @@ class _Memo:
 class SharedReads:
     """A reader and an embedder whose identical reads are done once per `scope()`."""
 
-    def __init__(self, reader: GraphReader, embedder: TextEmbedder) -> None:
-        self.reader: GraphReader = _SharedReader(reader)
+    def __init__(self, reader: GraphReader, embedder: TextEmbedder, search_depth: int = 0) -> None:
+        """`search_depth`: how many hits a ranked search inside a scope fetches at least (0: what it is asked)."""
+        self.reader: GraphReader = _SharedReader(reader, search_depth)
         self.embedder: TextEmbedder = _SharedEmbedder(embedder)
 
     @staticmethod
@@ -84,6 +90,19 @@ async def _shared(operation: str, arguments: tuple[Any, ...], perform: Callable[
     if memo is None:
         return await perform()
     return await memo.read((operation, *map(_hashable, arguments)), perform)
+
+
+async def _ranked(
+    operation: str,
+    arguments: tuple[Any, ...],
+    limit: int,
+    depth: int,
+    search: Callable[[int], Awaitable[list[T]]],
+) -> list[T]:
+    """A ranked search's first `limit` hits; in a scope, from one shared search at least `depth` deep."""
+    if _MEMO.get() is None or not 0 < limit < depth:
+        return await _shared(operation, (*arguments, limit), lambda: search(limit))
+    return (await _shared(operation, (*arguments, depth), lambda: search(depth)))[:limit]
 
 
 def _hashable(argument: Any) -> Any:
@@ -126,30 +145,47 @@ class _SharedEmbedder:
 class _SharedReader:
     """Every read of `GraphReader`, through the request's memo."""
 
-    def __init__(self, reader: GraphReader) -> None:
+    def __init__(self, reader: GraphReader, search_depth: int) -> None:
         self._reader = reader
+        self._depth = search_depth
 
     async def search_chunks_fulltext(self, kb: str, query: str, limit: int) -> list[ChunkHit]:
-        return await _shared(
-            "chunks_fulltext", (kb, query, limit), lambda: self._reader.search_chunks_fulltext(kb, query, limit)
+        return await _ranked(
+            "chunks_fulltext",
+            (kb, query),
+            limit,
+            self._depth,
+            lambda depth: self._reader.search_chunks_fulltext(kb, query, depth),
         )
 
     async def search_chunks_vector(self, kb: str, embedding: Vector, limit: int) -> list[ChunkHit]:
-        return await _shared(
-            "chunks_vector", (kb, embedding, limit), lambda: self._reader.search_chunks_vector(kb, embedding, limit)
+        return await _ranked(
+            "chunks_vector",
+            (kb, embedding),
+            limit,
+            self._depth,
+            lambda depth: self._reader.search_chunks_vector(kb, embedding, depth),
         )
 
     async def chunk_embeddings(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, Vector]:
         return await _shared("chunk_embeddings", (kb, chunk_ids), lambda: self._reader.chunk_embeddings(kb, chunk_ids))
 
     async def search_entities_fulltext(self, kb: str, query: str, limit: int) -> list[EntityHit]:
-        return await _shared(
-            "entities_fulltext", (kb, query, limit), lambda: self._reader.search_entities_fulltext(kb, query, limit)
+        return await _ranked(
+            "entities_fulltext",
+            (kb, query),
+            limit,
+            self._depth,
+            lambda depth: self._reader.search_entities_fulltext(kb, query, depth),
         )
 
     async def search_entities_vector(self, kb: str, embedding: Vector, limit: int) -> list[EntityHit]:
-        return await _shared(
-            "entities_vector", (kb, embedding, limit), lambda: self._reader.search_entities_vector(kb, embedding, limit)
+        return await _ranked(
+            "entities_vector",
+            (kb, embedding),
+            limit,
+            self._depth,
+            lambda depth: self._reader.search_entities_vector(kb, embedding, depth),
         )
 
     async def get_entities(self, kb: str, entity_ids: Sequence[str]) -> list[EntityRecord]:

@@ -115,6 +115,28 @@ async def test_the_vector_caches_see_writes_of_another_instance(tmp_path: Path) 
         await second.close()
 
 
+async def test_the_community_cache_sees_members_another_instance_removed(tmp_path: Path) -> None:
+    path = tmp_path / "shared.db"
+    first, second = await EmbeddedGraphStore.open(path), await EmbeddedGraphStore.open(path)
+    try:
+        await write(first, cider(), bees())
+        names = ["Apple", "Yeast", "Bee"]
+        community = CommunityRecord(ids.community_id(KB, 0, names), 0, "Mixed", "", 1.0, ())
+        await first.replace_communities(KB, [replace(community, entity_ids=tuple(eid(KB, n) for n in names))], {})
+        # Cached by the first instance.
+        assert [c.community_id for c in await first.communities_of(KB, [eid(KB, "Yeast")])] == [community.community_id]
+
+        assert await second.delete_document(KB, cider().doc_id)  # Yeast was only in cider: its membership goes
+
+        assert await first.communities_of(KB, [eid(KB, "Yeast")]) == []
+        (listed,) = await first.list_communities(KB)
+        assert eid(KB, "Yeast") not in listed.entity_ids
+        assert eid(KB, "Bee") in listed.entity_ids
+    finally:
+        await first.close()
+        await second.close()
+
+
 # -- embedded specifics --------------------------------------------------------------------------------------
 
 

@@ -25,9 +25,11 @@ class CountingReader:
         self.gate = asyncio.Event()
         self.gate.set()
         self.fail = False
+        self.limits: list[int] = []
 
     async def search_chunks_fulltext(self, kb: str, query: str, limit: int) -> list[ChunkHit]:
         self.calls["fulltext"] += 1
+        self.limits.append(limit)
         await self.gate.wait()
         if self.fail:
             raise ConnectionError("store down")
@@ -52,10 +54,10 @@ class CountingEmbedder:
         return np.ones((len(texts), 3), dtype=np.float32)
 
 
-def shared_over(reader: CountingReader, embedder: CountingEmbedder | None = None) -> SharedReads:
+def shared_over(reader: CountingReader, embedder: CountingEmbedder | None = None, search_depth: int = 0) -> SharedReads:
     fake_reader: Any = reader
     fake_embedder: Any = embedder or CountingEmbedder()
-    return SharedReads(fake_reader, fake_embedder)
+    return SharedReads(fake_reader, fake_embedder, search_depth)
 
 
 async def test_concurrent_identical_reads_in_one_scope_reach_the_store_once() -> None:
@@ -72,6 +74,24 @@ async def test_concurrent_identical_reads_in_one_scope_reach_the_store_once() ->
     assert reader.calls["fulltext"] == 2
     assert results[0] == results[1]
     assert len(results[2]) == 4
+
+
+async def test_searches_to_different_depths_share_one_search_at_the_scope_depth() -> None:
+    reader = CountingReader()
+    reader.gate.clear()
+    shared = shared_over(reader, search_depth=30)
+    with shared.scope():
+        searches = [asyncio.ensure_future(shared.reader.search_chunks_fulltext("kb", "who", n)) for n in (20, 30, 40)]
+        await asyncio.sleep(0)
+        reader.gate.set()
+        shallow, deep, deeper = await asyncio.gather(*searches)
+    assert reader.limits == [30, 40]  # 20 and 30 from one search 30 deep; 40 is deeper than the scope's depth
+    assert len(deep) == 30 and len(deeper) == 40
+    assert shallow == deep[:20]
+
+    reader.limits.clear()
+    assert len(await shared.reader.search_chunks_fulltext("kb", "who", 20)) == 20
+    assert reader.limits == [20]  # outside a scope a search goes as deep as it is asked
 
 
 async def test_every_caller_gets_its_own_containers() -> None:

@@ -7,7 +7,14 @@ from dataclasses import dataclass, replace
 
 from backend.domain.agent_types import AgentType
 from backend.domain.knowledge_base import KnowledgeBase
-from backend.graphrag_agent.agents import DeepResearchAgent, FusionAgent, GraphAgent, HybridAgent, NaiveRagAgent
+from backend.graphrag_agent.agents import (
+    DeepResearchAgent,
+    FusionAgent,
+    GraphAgent,
+    GraphSearchSettings,
+    HybridAgent,
+    NaiveRagAgent,
+)
 from backend.graphrag_agent.keywords import LlmKeywordExtractor, OfflineKeywordExtractor
 from backend.graphrag_agent.model import CompletionModel
 from backend.graphrag_agent.ports import GraphReader, RetrievalAgent, TextEmbedder
@@ -45,8 +52,10 @@ def _deep_research(kb: KnowledgeBase, res: AgentResources) -> RetrievalAgent:
 
 
 def _fusion(kb: KnowledgeBase, res: AgentResources) -> RetrievalAgent:
-    # The members ask much the same of the store and the embedder for one question: they share those reads.
-    shared = SharedReads(res.reader, res.embedder)
+    # The members ask much the same of the store and the embedder for one question: they share those reads,
+    # and each search is run once as deep as the deepest member's (naive: 3 × top_k, local search: 30).
+    depth = max(3 * res.top_k, GraphSearchSettings().candidates)
+    shared = SharedReads(res.reader, res.embedder, search_depth=depth)
     members_res = replace(res, reader=shared.reader, embedder=shared.embedder)
     members = [build(kb, members_res) for build in (_naive_rag, _graph, _hybrid, _deep_research)]
     return FusionAgent(members, top_k=res.top_k, shared_reads=shared)

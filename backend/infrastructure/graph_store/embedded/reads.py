@@ -18,6 +18,7 @@ from backend.domain.graph import CommunityRecord, DocumentRecord, EntityGraph, E
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
 from backend.graphrag_agent.text import fulltext_query_terms
+from backend.infrastructure.graph_store.embedded.community_cache import CommunityCache
 from backend.infrastructure.graph_store.embedded.schema import kb_token
 from backend.infrastructure.graph_store.embedded.vectors import VectorCache, top_rows
 from backend.infrastructure.graph_store.port import GraphCounts
@@ -30,10 +31,6 @@ _IDS = "SELECT value FROM json_each(?2)"
 _CHUNK = """SELECT c.chunk_id, c.doc_id, d.title, c.text, c.ordinal{score}
 FROM {source} JOIN documents AS d ON d.kb = c.kb AND d.doc_id = c.doc_id"""
 _ENTITY = "SELECT e.entity_id, e.name, e.type, e.description, e.mention_count{score} FROM {source}"
-_COMMUNITY = """SELECT c.community_id, c.level, c.title, c.summary, c.rank, c.parent_id,
-    (SELECT json_group_array(m.entity_id) FROM community_members AS m
-     WHERE m.kb = c.kb AND m.community_id = c.community_id){score}
-FROM {source}"""
 _DOCUMENT = "SELECT doc_id, title, metadata, source, chunk_count, created_at FROM documents"
 
 # The best `limit` FTS hits are found first and only they are joined to their rows. The KB token column
@@ -60,23 +57,6 @@ _CHUNK_EMBEDDINGS = f"SELECT chunk_id, embedding FROM chunks WHERE kb = ?1 AND c
 _ENTITIES_BY_ROW = _ENTITY.format(score=", e.id", source="entities AS e") + f" WHERE e.id IN ({_IDS}) AND +e.kb = ?1"
 _ENTITIES_BY_ID = (
     _ENTITY.format(score=", e.entity_id", source="entities AS e") + f" WHERE e.kb = ?1 AND e.entity_id IN ({_IDS})"
-)
-_COMMUNITIES_BY_ROW = (
-    _COMMUNITY.format(score=", c.id", source="communities AS c") + f" WHERE c.id IN ({_IDS}) AND +c.kb = ?1"
-)
-# CROSS JOIN keeps the planner from scanning every community of the KB to satisfy the ORDER BY.
-_COMMUNITIES_OF = (
-    _COMMUNITY.format(
-        score="",
-        source=f"""(SELECT DISTINCT community_id FROM community_members INDEXED BY community_members_by_entity
-            WHERE kb = ?1 AND entity_id IN ({_IDS})) AS hit
-        CROSS JOIN communities AS c ON c.kb = ?1 AND c.community_id = hit.community_id""",
-    )
-    + " ORDER BY c.level, c.rank DESC, c.community_id"
-)
-_COMMUNITIES_LISTED = (
-    _COMMUNITY.format(score="", source="communities AS c")
-    + " WHERE c.kb = ?1 AND (?2 IS NULL OR c.level = ?2) ORDER BY c.level, c.rank DESC, c.community_id"
 )
 _RELATIONS_OF = f"""SELECT source_id, target_id, description, weight, chunk_ids FROM relations
 WHERE kb = ?1 AND source_id IN ({_IDS})
@@ -149,11 +129,6 @@ def _entity(row: Row) -> EntityRecord:
 
 def _relation(row: Row) -> RelationRecord:
     return RelationRecord(row[0], row[1], row[2], float(row[3]), tuple(json.loads(row[4])))
-
-
-def _community(row: Row) -> CommunityRecord:
-    members = tuple(sorted(json.loads(row[6])))
-    return CommunityRecord(row[0], int(row[1]), row[2], row[3], float(row[4]), members, row[5])
 
 
 def _document(row: Row) -> DocumentRecord:
@@ -263,16 +238,18 @@ def search_entities_vector(
 
 
 def search_communities(
-    raw: sqlite3.Connection, cache: VectorCache, kb: str, query: Vector, level: int | None, limit: int
+    raw: sqlite3.Connection,
+    vectors: VectorCache,
+    communities: CommunityCache,
+    kb: str,
+    query: Vector,
+    level: int | None,
+    limit: int,
 ) -> list[CommunityHit]:
-    row_ids, scores = top_rows(cache.matrix(raw, kb, "communities"), query, limit, level)
-    rows = raw.execute(_COMMUNITIES_BY_ROW, (kb, _ids(row_ids.tolist()))).fetchall()
-    by_row = {row[7]: row for row in rows}
-    return [
-        CommunityHit(_community(by_row[r]), s)
-        for r, s in zip(row_ids.tolist(), scores.tolist(), strict=True)
-        if r in by_row
-    ]
+    """Call in a read snapshot: the cached matrix and the cached records must match."""
+    row_ids, scores = top_rows(vectors.matrix(raw, kb, "communities"), query, limit, level)
+    by_row = communities.communities(raw, kb).by_row
+    return [CommunityHit(by_row[r], s) for r, s in zip(row_ids.tolist(), scores.tolist(), strict=True) if r in by_row]
 
 
 # -- the graph around entities and chunks ------------------------------------------------------------------------
@@ -320,9 +297,13 @@ def chunks_of_entities(
     return {entity_id: found[entity_id] for entity_id in dict.fromkeys(entity_ids) if entity_id in found}
 
 
-def communities_of(raw: sqlite3.Connection, kb: str, entity_ids: Sequence[str]) -> list[CommunityRecord]:
-    return [_community(row) for row in raw.execute(_COMMUNITIES_OF, (kb, _ids(entity_ids)))]
+def communities_of(
+    raw: sqlite3.Connection, communities: CommunityCache, kb: str, entity_ids: Sequence[str]
+) -> list[CommunityRecord]:
+    return communities.communities(raw, kb).containing(entity_ids)
 
 
-def list_communities(raw: sqlite3.Connection, kb: str, level: int | None) -> list[CommunityRecord]:
-    return [_community(row) for row in raw.execute(_COMMUNITIES_LISTED, (kb, level))]
+def list_communities(
+    raw: sqlite3.Connection, communities: CommunityCache, kb: str, level: int | None
+) -> list[CommunityRecord]:
+    return communities.communities(raw, kb).at_level(level)

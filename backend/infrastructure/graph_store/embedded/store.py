@@ -5,7 +5,8 @@
 - SQLite runs in worker threads; when the awaiting task is cancelled the running statement is interrupted
   and the call returns only after the thread has stopped;
 - fulltext search is FTS5 bm25 over pre-tokenised terms (CJK as jieba words), the query's terms
-  quoted and bound as one parameter; vector search is cosine over a cached matrix per (KB, kind);
+  quoted and bound as one parameter; vector search is cosine over a cached matrix per (KB, kind), and the
+  communities with their members are parsed once per revision (community_cache.py);
 - sqlite errors surface as `StoreUnavailable`, malformed input as `InvalidRequest`.
 """
 
@@ -30,6 +31,7 @@ from backend.domain.graph import (
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
 from backend.infrastructure.graph_store.embedded import reads, writes
+from backend.infrastructure.graph_store.embedded.community_cache import CommunityCache
 from backend.infrastructure.graph_store.embedded.connection import (
     CancellableConnection,
     in_transaction,
@@ -65,6 +67,7 @@ class EmbeddedGraphStore:
         for reader in readers:
             self._readers.put_nowait(reader)
         self._vectors = VectorCache()
+        self._communities = CommunityCache()
         self._closed = False
 
     @classmethod
@@ -153,12 +156,17 @@ class EmbeddedGraphStore:
         )
 
     async def list_communities(self, kb: str, level: int | None = None) -> list[CommunityRecord]:
-        return await self._read("list_communities", lambda raw: reads.list_communities(raw, kb, level))
+        return await self._read(
+            "list_communities", read_snapshot(lambda raw: reads.list_communities(raw, self._communities, kb, level))
+        )
 
     async def communities_of(self, kb: str, entity_ids: Sequence[str]) -> list[CommunityRecord]:
         if not entity_ids:
             return []
-        return await self._read("communities_of", lambda raw: reads.communities_of(raw, kb, entity_ids))
+        return await self._read(
+            "communities_of",
+            read_snapshot(lambda raw: reads.communities_of(raw, self._communities, kb, entity_ids)),
+        )
 
     async def search_communities(self, kb: str, embedding: Vector, level: int | None, limit: int) -> list[CommunityHit]:
         query, limit = unit_query(embedding), _limit(limit)
@@ -166,7 +174,9 @@ class EmbeddedGraphStore:
             return []
         return await self._read(
             "search_communities",
-            read_snapshot(lambda raw: reads.search_communities(raw, self._vectors, kb, query, level, limit)),
+            read_snapshot(
+                lambda raw: reads.search_communities(raw, self._vectors, self._communities, kb, query, level, limit)
+            ),
         )
 
     # -- searches ---------------------------------------------------------------------------------------------
@@ -259,7 +269,8 @@ class EmbeddedGraphStore:
     async def _write(
         self, what: str, work: Callable[[sqlite3.Connection], T], kb: str = "", kinds: tuple[str, ...] = ()
     ) -> T:
-        """Run `work` in one write transaction; `kinds` are the vector matrices of `kb` it changes."""
+        """Run `work` in one write transaction; `kinds` are the vector matrices of `kb` it changes (any of them
+        also changes its communities: their members are entities)."""
         self._check_open()
         async with self._write_lock:
             self._check_open()
@@ -267,6 +278,8 @@ class EmbeddedGraphStore:
                 return await self._guarded(what, self._writer, lambda raw: in_transaction(raw, work))
             finally:
                 self._vectors.drop(kb, kinds)
+                if kinds:
+                    self._communities.drop(kb)
 
     @asynccontextmanager
     async def _reader(self) -> AsyncIterator[CancellableConnection]:
