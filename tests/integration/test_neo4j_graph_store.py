@@ -323,25 +323,28 @@ async def test_concurrent_writes_lose_no_mention(store: Neo4jGraphStore) -> None
 # -- vectors -------------------------------------------------------------------------------------------------
 
 
-async def test_the_vector_index_path_agrees_with_the_exact_scan(neo4j_server: Neo4jServer) -> None:
-    exact = await open_test_store(neo4j_server)
-    indexed = await open_test_store(neo4j_server, exact_scan_max=2)  # every KB counts as large
+@pytest.mark.parametrize("exact_scan_max", [2, 300])  # a KB counts as large / small
+async def test_vector_search_agrees_with_an_exact_ranking(neo4j_server: Neo4jServer, exact_scan_max: int) -> None:
+    store = await open_test_store(neo4j_server, exact_scan_max=exact_scan_max)
     try:
-        assert indexed.vector_index_dimensions["graphrag_chunk_embedding"] == DIM
-        await exact.delete_everything()
+        assert store.vector_index_dimensions["graphrag_chunk_embedding"] == DIM
+        await store.delete_everything()
         rng = np.random.default_rng(7)
+        stored: dict[str, Vector] = {}
         for i in range(12):
-            vector = rng.standard_normal(DIM).astype(np.float32)
-            await exact.upsert_document("big", simple_document("big", f"d{i}", f"text {i}"), [vector], {})
-        await exact.upsert_document("tiny", simple_document("tiny", "t0", "tiny"), [axis(0)], {})
+            stored[f"d{i}"] = rng.standard_normal(DIM).astype(np.float32)
+            await store.upsert_document("big", simple_document("big", f"d{i}", f"text {i}"), [stored[f"d{i}"]], {})
+        await store.upsert_document("tiny", simple_document("tiny", "t0", "tiny"), [axis(0)], {})
         for query in (axis(0), axis(3), rng.standard_normal(DIM).astype(np.float32)):
-            expected = await exact.search_chunks_vector("big", query, 5)
-            assert await indexed.search_chunks_vector("big", query, 5) == expected
-        # A KB with fewer vectors than asked for falls back to the scan and still finds all of them.
-        assert [h.doc_id for h in await indexed.search_chunks_vector("tiny", axis(0), 5)] == ["t0"]
+            cosine = {d: float(v @ query / np.linalg.norm(v) / np.linalg.norm(query)) for d, v in stored.items()}
+            expected = sorted(cosine, key=lambda d: -cosine[d])[:5]
+            hits = await store.search_chunks_vector("big", query, 5)
+            assert [h.doc_id for h in hits] == expected
+            assert [h.score for h in hits] == pytest.approx([cosine[d] for d in expected], abs=1e-5)
+        # A KB with fewer vectors than asked for: the index's answer is short, the scan still finds all of them.
+        assert [h.doc_id for h in await store.search_chunks_vector("tiny", axis(0), 5)] == ["t0"]
     finally:
-        await exact.close()
-        await indexed.close()
+        await store.close()
 
 
 async def test_one_dimension_per_kb(store: Neo4jGraphStore) -> None:
