@@ -36,6 +36,11 @@ logger = logging.getLogger(__name__)
 __all__ = ["DEFAULT_MIN_SIMILARITY", "DEFAULT_MIN_TERM_OVERLAP", "NaiveRagAgent"]
 
 
+def default_search_depth(top_k: int) -> int:
+    """How many hits each search asks for: deeper than top_k, so fusion has overlap to work with."""
+    return max(3 * top_k, 20)
+
+
 class NaiveRagAgent:
     """Retrieve-only chunk search over one KB (SPEC §9)."""
 
@@ -54,8 +59,7 @@ class NaiveRagAgent:
         self._kb = kb_prefix
         self._embedder = embedder
         self._top_k = top_k
-        # Each search looks deeper than top_k so fusion has overlap to work with.
-        depth = candidates if candidates is not None else max(3 * top_k, 20)
+        depth = candidates if candidates is not None else default_search_depth(top_k)
         self._search = ChunkSearch(kb_prefix, index, depth, min_similarity, min_term_overlap)
         # The anchor's neighbours in time are few among its neighbours in meaning: look as deep as a dated search.
         self._continuation_depth = depth * SCOPED_DEPTH

@@ -15,6 +15,7 @@ from backend.graphrag_agent.agents import (
     HybridAgent,
     NaiveRagAgent,
 )
+from backend.graphrag_agent.agents.naive_rag_agent import default_search_depth
 from backend.graphrag_agent.keywords import LlmKeywordExtractor, OfflineKeywordExtractor
 from backend.graphrag_agent.model import CompletionModel
 from backend.graphrag_agent.ports import GraphReader, RetrievalAgent, TextEmbedder
@@ -53,8 +54,8 @@ def _deep_research(kb: KnowledgeBase, res: AgentResources) -> RetrievalAgent:
 
 def _fusion(kb: KnowledgeBase, res: AgentResources) -> RetrievalAgent:
     # The members ask much the same of the store and the embedder for one question: they share those reads,
-    # and each search is run once as deep as the deepest member's (naive: 3 × top_k, local search: 30).
-    depth = max(3 * res.top_k, GraphSearchSettings().candidates)
+    # and each search is run once as deep as the deepest member's.
+    depth = max(default_search_depth(res.top_k), GraphSearchSettings().candidates)
     shared = SharedReads(res.reader, res.embedder, search_depth=depth)
     members_res = replace(res, reader=shared.reader, embedder=shared.embedder)
     members = [build(kb, members_res) for build in (_naive_rag, _graph, _hybrid, _deep_research)]
