@@ -82,6 +82,9 @@ class MaskingRecordFactory:
         return record
 
 
+_CHATTY_CLIENT_LOGGERS = ("httpx", "httpx2", "httpcore", "httpcore2")
+
+
 class _ConsoleHandler(logging.StreamHandler):  # type: ignore[type-arg]
     """Our handler on the root logger, told apart from handlers that others attached."""
 
@@ -99,3 +102,7 @@ def configure_logging(level: str, secrets: Iterable[str] = ()) -> None:
         root.removeHandler(old)
     root.addHandler(handler)
     root.setLevel(level.upper())
+    # The HTTP clients log every request at INFO; the model adapter already logs each model call, so at
+    # INFO they would only double the lines (and their masking) on the answer path. DEBUG shows them.
+    for chatty in _CHATTY_CLIENT_LOGGERS:
+        logging.getLogger(chatty).setLevel(logging.NOTSET if root.level <= logging.DEBUG else logging.WARNING)

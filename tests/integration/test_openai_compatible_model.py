@@ -70,6 +70,8 @@ async def test_stream_yields_one_delta_per_token_in_order(make_model: ModelFacto
     ]
     assert request["model"] == "scripted-model"
     assert request["temperature"] == 0.2
+    assert "max_tokens" not in request
+    assert scripted_llm.exchanges[0].headers["authorization"] == f"Bearer {API_KEY}"
 
 
 async def test_reasoning_deltas_come_before_content(make_model: ModelFactory, scripted_llm: ScriptedLLM) -> None:
@@ -138,6 +140,40 @@ async def test_a_persistent_500_is_a_model_error(make_model: ModelFactory, scrip
 
     assert len(scripted_llm.requests) == 3
     assert caught.value.code == "model_error"
+
+
+async def test_a_429_waits_as_long_as_the_server_asks(make_model: ModelFactory, scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.script(Reply(status=429, error_message="slow down", headers={"retry-after-ms": "400"}))
+    started = time.perf_counter()
+
+    deltas = await collect(make_model(max_retries=1))
+
+    assert 0.4 <= time.perf_counter() - started < 3.0
+    assert contents(deltas) == ["Hello", " world", "!"]
+    assert len(scripted_llm.requests) == 2
+
+
+async def test_the_server_can_forbid_a_retry(make_model: ModelFactory, scripted_llm: ScriptedLLM) -> None:
+    scripted_llm.default = Reply(status=503, error_message="over capacity", headers={"x-should-retry": "false"})
+
+    with pytest.raises(ModelError, match=r"HTTP 503: over capacity"):
+        await collect(make_model(max_retries=2))
+
+    assert len(scripted_llm.requests) == 1
+
+
+async def test_stream_and_complete_share_one_connection_pool(
+    make_model: ModelFactory, scripted_llm: ScriptedLLM
+) -> None:
+    model = make_model()
+    scripted_llm.script(Reply(tokens=["a"]), Reply(content="b"), Reply(tokens=["c"]))
+
+    assert contents(await collect(model)) == ["a"]
+    assert await model.complete(QUESTION) == "b"
+    assert contents(await collect(model)) == ["c"]
+
+    # keep-alive: the three calls reused the first connection
+    assert len({exchange.client_port for exchange in scripted_llm.exchanges}) == 1
 
 
 @pytest.mark.parametrize("status", [400, 401])

@@ -196,3 +196,20 @@ def test_records_are_masked_for_every_handler_and_configuring_again_keeps_foreig
         root.setLevel(original_level)
     assert seen[0].getMessage() == f"key {MASK} and first-secret-value"  # the factory in force masks its secrets
     assert "second-secret-value" not in (seen[1].exc_text or "") and MASK in (seen[1].exc_text or "")
+
+
+@pytest.mark.parametrize(("level", "client_level"), [("INFO", logging.WARNING), ("DEBUG", logging.DEBUG)])
+def test_http_client_request_lines_show_only_at_debug(level: str, client_level: int) -> None:
+    # Each model request is logged once, by the model adapter; httpx's own INFO line would repeat it.
+    root = logging.getLogger()
+    original_factory, original_level, original_handlers = logging.getLogRecordFactory(), root.level, root.handlers[:]
+    try:
+        configure_logging(level)
+        for name in ("httpx", "httpx2", "httpcore2"):
+            assert logging.getLogger(name).getEffectiveLevel() == client_level
+    finally:
+        logging.setLogRecordFactory(original_factory)
+        root.handlers[:] = original_handlers
+        root.setLevel(original_level)
+        for name in ("httpx", "httpx2", "httpcore", "httpcore2"):
+            logging.getLogger(name).setLevel(logging.NOTSET)

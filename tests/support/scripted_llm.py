@@ -101,6 +101,7 @@ class Exchange:
     body: dict[str, Any]
     token_sent_at: list[float] = field(default_factory=list)
     outcome: str = "pending"
+    client_port: int = 0  # the TCP connection it came on (kept-alive connections carry several)
 
 
 class _ClientGone(Exception):
@@ -283,6 +284,7 @@ class ScriptedLLM:
             await _send_json(writer, 400, _error_body(400, "request body is not valid JSON"))
             return True
         exchange = Exchange(method, path, headers, body if isinstance(body, dict) else {"_": body})
+        exchange.client_port = writer.get_extra_info("peername")[1]
         with self._lock:
             self._exchanges.append(exchange)
         if method == "POST" and path.endswith("/chat/completions"):

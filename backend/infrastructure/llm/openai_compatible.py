@@ -1,9 +1,12 @@
 """Chat model adapter for any OpenAI-compatible `/v1/chat/completions` endpoint.
 
-`complete()` goes through langchain-openai. `stream()` is the service's hottest loop (SPEC §5 "Token hot
-path"), so it keeps the openai SDK for the request (retries with backoff before the stream starts, timeouts,
-typed errors) but parses the raw SSE lines itself: the SDK's typed chunks cost several times more CPU per
-token (see benchmarks/llm_token_parse.py).
+`complete()` goes through langchain-openai. `stream()` serves every chat answer, so it posts the request
+with httpx itself and parses the raw SSE lines: the openai SDK's typed chunks cost several times more CPU
+per token (benchmarks/llm_token_parse.py), and its request path (typed-parameter transform, request
+options, wrappers) cost 2.7 ms of CPU per request against 0.8 ms for the same POST through httpx, which
+decides how many streams a core can start at once (benchmarks/concurrency.py). Both share one connection
+pool. A stream is retried only before it starts (`retry_policy`, with tenacity); once a token has been
+yielded a failure ends it.
 
 Timeouts: `timeout_s` bounds connecting and sending (and, for `complete()`, the wait for the answer);
 `stream_idle_timeout_s` bounds every silence of a stream, including the wait for the response headers.
@@ -11,8 +14,10 @@ Timeouts: `timeout_s` bounds connecting and sending (and, for `complete()`, the 
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import logging
-from collections.abc import AsyncGenerator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 from typing import TYPE_CHECKING, Any, Final, cast
 from urllib.parse import urlsplit
 
@@ -20,18 +25,23 @@ import httpx
 import httpx2
 import openai
 import orjson
+from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
 from backend.domain.errors import ModelError
+from backend.infrastructure.llm.retry_policy import ServerRefusal, tenacity_wait
 from backend.infrastructure.llm.types import ChatTurn, ModelDelta
 
 if TYPE_CHECKING:
     from langchain_openai import ChatOpenAI
-    from openai.types.chat import ChatCompletionMessageParam
 
 _log = logging.getLogger(__name__)
 
 _ROLES: Final = frozenset({"system", "user", "assistant"})
 _MAX_SERVER_MESSAGE_CHARS: Final = 500
+_MAX_ERROR_BODY_BYTES: Final = 64 * 1024
+_DRAIN_S: Final = 0.1
+# The SDK's pool: many concurrent answers each hold a connection for as long as they stream.
+_POOL_LIMITS: Final = httpx2.Limits(max_connections=1000, max_keepalive_connections=100)
 # Both httpx generations: the SDK runs on httpx2, a caller-supplied legacy client would raise httpx errors.
 _STALL_ERRORS: Final = (httpx2.ReadTimeout, httpx.ReadTimeout)
 _TRANSPORT_ERRORS: Final = (
@@ -67,6 +77,7 @@ class OpenAICompatibleChatModel:
         # httpx's read timeout is "no bytes for this long", which is exactly a stall, and it costs
         # nothing per token (httpcore arms a deadline around every socket read anyway).
         self._stream_timeout = httpx2.Timeout(timeout_s, read=stream_idle_timeout_s)
+        self._http: httpx2.AsyncClient | None = None
         self._client: openai.AsyncOpenAI | None = None
         self._chat: ChatOpenAI | None = None
 
@@ -86,30 +97,27 @@ class OpenAICompatibleChatModel:
         return str(reply.text)  # a plain str, not langchain's str subclass
 
     async def stream(self, messages: Sequence[ChatTurn]) -> AsyncGenerator[ModelDelta, None]:
-        request = self._openai().chat.completions.with_streaming_response.create(
-            model=self._model,
-            messages=cast("list[ChatCompletionMessageParam]", _wire_messages(messages)),
-            temperature=self._temperature,
-            stream=True,
-            stream_options={"include_usage": True},
-            timeout=self._stream_timeout,
-            max_tokens=openai.omit if self._max_tokens is None else self._max_tokens,
-        )
+        body = orjson.dumps(self._stream_body(messages))
         finished = False
         try:
-            # `async with` closes the response on every exit: end, error, consumer gone, cancellation.
-            async with request as response:
-                async for line in response.http_response.aiter_lines():
+            response = await self._open_stream(body)
+            try:
+                lines = response.aiter_lines()
+                async for line in lines:
                     # Comments (": ping"), blank separators and `event:` lines carry no data.
                     if line[:5] != "data:":
                         continue
                     payload = line[5:].strip()
                     if payload == "[DONE]":
+                        await _drain(lines)
                         return
                     delta, done = self._parse_chunk(payload)
                     finished = finished or done
                     if delta is not None:
                         yield delta
+            finally:
+                # Every exit closes the response: end, error, consumer gone, cancellation.
+                await response.aclose()
         except ModelError:
             raise
         except Exception as exc:
@@ -119,22 +127,107 @@ class OpenAICompatibleChatModel:
             raise ModelError("model stream ended before the model finished its answer")
 
     async def aclose(self) -> None:
-        client, self._client, self._chat = self._client, None, None
+        client, http, self._client, self._http, self._chat = self._client, self._http, None, None, None
         if client is not None:
             await client.close()
+        if http is not None:
+            await http.aclose()
 
     # -- helpers -------------------------------------------------------------------------------------
 
-    def _openai(self) -> openai.AsyncOpenAI:
+    def _http_client(self) -> httpx2.AsyncClient:
         # Created on first use so the adapter can be built outside a running event loop.
+        if self._http is None:
+            self._http = httpx2.AsyncClient(limits=_POOL_LIMITS, timeout=self._timeout_s, follow_redirects=True)
+        return self._http
+
+    def _openai(self) -> openai.AsyncOpenAI:
         if self._client is None:
             self._client = openai.AsyncOpenAI(
                 base_url=self._base_url,
                 api_key=self._api_key or "unused",  # the SDK refuses an empty key; local servers ignore it
                 timeout=self._timeout_s,
                 max_retries=self._max_retries,
+                http_client=self._http_client(),
             )
         return self._client
+
+    def _stream_body(self, messages: Sequence[ChatTurn]) -> dict[str, Any]:
+        body: dict[str, Any] = {
+            "model": self._model,
+            "messages": _wire_messages(messages),
+            "temperature": self._temperature,
+            "stream": True,
+            "stream_options": {"include_usage": True},
+        }
+        if self._max_tokens is not None:
+            body["max_tokens"] = self._max_tokens
+        return body
+
+    async def _open_stream(self, body: bytes) -> httpx2.Response:
+        """POST the request until the server answers 2xx (retrying what `retry_policy` allows) and return
+        the open response; what is left after the last attempt is raised as `ModelError`."""
+        client = self._http_client()
+        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if self._api_key:
+            headers["Authorization"] = f"Bearer {self._api_key}"
+        url = f"{self._base_url}/chat/completions"
+        attempts = AsyncRetrying(
+            stop=stop_after_attempt(self._max_retries + 1),
+            wait=tenacity_wait,
+            retry=retry_if_exception(_worth_retrying),
+            before_sleep=self._log_retry,
+            reraise=True,
+        )
+        try:
+            async for attempt in attempts:
+                with attempt:
+                    request = client.build_request(
+                        "POST", url, content=body, headers=headers, timeout=self._stream_timeout
+                    )
+                    response = await client.send(request, stream=True)
+                    if response.is_success:
+                        return response
+                    raise await self._refusal(response)
+        except ServerRefusal as refusal:
+            raise ModelError(f"model server returned {refusal}") from None  # its body may echo the key
+        except (httpx2.TimeoutException, httpx.TimeoutException):
+            raise ModelError(f"model request to {_safe_url(self._base_url)} timed out") from None
+        except (httpx2.TransportError, httpx.TransportError) as exc:
+            cause = _root_cause(exc)  # e.g. ConnectionRefusedError, not the client's wrapper
+            raise ModelError(
+                f"cannot reach the model server at {_safe_url(self._base_url)}: {self._describe(cause)}"
+            ) from None
+        raise AssertionError("unreachable: tenacity either returns an attempt's result or raises")
+
+    async def _refusal(self, response: httpx2.Response) -> ServerRefusal:
+        """A non-2xx response, read (bounded) and closed, as the refusal it carries."""
+        try:
+            raw = bytearray()
+            async for piece in response.aiter_bytes():
+                raw += piece
+                if len(raw) >= _MAX_ERROR_BODY_BYTES:
+                    break
+        finally:
+            await response.aclose()
+        try:
+            body: object = orjson.loads(raw)
+        except orjson.JSONDecodeError:
+            body = raw.decode("utf-8", "replace").strip()
+        message = self._server_message(body) or response.reason_phrase
+        return ServerRefusal(response.status_code, message, response.headers)
+
+    def _log_retry(self, state: RetryCallState) -> None:
+        error = state.outcome.exception() if state.outcome is not None else None
+        wait_s = state.next_action.sleep if state.next_action is not None else 0.0
+        _log.info(
+            "model request to %s failed (%s); attempt %d of %d in %.2f s",
+            _safe_url(self._base_url),
+            self._describe(error) if error is not None else "unknown",
+            state.attempt_number + 1,
+            self._max_retries + 1,
+            wait_s,
+        )
 
     def _chat_model(self) -> ChatOpenAI:
         if self._chat is None:
@@ -222,6 +315,23 @@ class OpenAICompatibleChatModel:
     def _redact(self, text: str) -> str:
         # Some servers echo the key they rejected; it must not travel further in our errors or logs.
         return text.replace(self._api_key, "***") if self._api_key else text
+
+
+async def _drain(lines: AsyncIterator[str]) -> None:
+    """Read what follows `[DONE]` (the body's end, normally already here) so that closing the response
+    returns its connection to the pool; one left unread would be closed, and the next answer would
+    wait for a new TCP connection. The answer is complete, so a server that keeps sending is cut off."""
+    with contextlib.suppress(TimeoutError, httpx2.HTTPError, httpx.HTTPError):
+        async with asyncio.timeout(_DRAIN_S):
+            async for _ in lines:
+                pass
+
+
+def _worth_retrying(error: BaseException) -> bool:
+    # Before the first byte of the answer every transport failure may be passing: the SDK retries them too.
+    if isinstance(error, ServerRefusal):
+        return error.retryable
+    return isinstance(error, (httpx2.TransportError, httpx.TransportError))
 
 
 def _wire_messages(messages: Sequence[ChatTurn]) -> list[dict[str, str]]:
