@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 from urllib.parse import urlsplit
 
+import neo4j
 import neo4j.exceptions
 import numpy as np
 import pytest
@@ -159,7 +160,8 @@ def test_every_driver_error_class_is_translated() -> None:
     ],
 )
 async def test_store_methods_raise_store_unavailable_for_each_kind(error: BaseException, kind: str) -> None:
-    store = Neo4jGraphStore(_FailingDriver(error), server="bolt://db:7687")  # type: ignore[arg-type]
+    # No retry time: the store would otherwise retry the retryable kinds (tested below) for 15 s.
+    store = Neo4jGraphStore(_FailingDriver(error), server="bolt://db:7687", max_retry_time_s=0.0)  # type: ignore[arg-type]
     calls: list[Callable[[], Awaitable[object]]] = [
         store.ping,
         lambda: store.counts("kb"),
@@ -194,6 +196,41 @@ class _FailingDriver:
 
     async def close(self) -> None:
         return None
+
+
+async def test_a_read_that_loses_its_connection_is_retried(
+    store: Neo4jGraphStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Reads are auto-commit queries, which the driver does not retry: the store does, as the driver would.
+    await store.save_knowledge_base(KnowledgeBase("retried"))
+    opened: list[str] = []
+    real_session = store._session
+
+    def flaky_session(access_mode: str = neo4j.WRITE_ACCESS) -> Any:
+        opened.append(access_mode)
+        if len(opened) == 1:
+            return _FailingDriver(neo4j.exceptions.SessionExpired("connection lost"))
+        return real_session(access_mode)
+
+    monkeypatch.setattr(store, "_session", flaky_session)
+    knowledge_bases = await store.list_knowledge_bases()
+
+    assert "retried" in [kb.kb_prefix for kb in knowledge_bases]
+    assert opened == [neo4j.READ_ACCESS, neo4j.READ_ACCESS]
+
+
+async def test_a_refused_read_is_not_retried(store: Neo4jGraphStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    opened: list[str] = []
+
+    def refusing_session(access_mode: str = neo4j.WRITE_ACCESS) -> Any:
+        opened.append(access_mode)
+        return _FailingDriver(neo4j.exceptions.CypherSyntaxError("bad query"))
+
+    monkeypatch.setattr(store, "_session", refusing_session)
+    with pytest.raises(StoreUnavailable, match="refused the request"):
+        await store.list_knowledge_bases()
+
+    assert len(opened) == 1
 
 
 async def test_an_unreachable_server_gives_store_unavailable() -> None:
