@@ -3,9 +3,8 @@
 One turn is exactly what one chat turn asks of the store (backend/application/chat/turns.py,
 `TurnService.prepare` then `save_answer`; the streaming and the plain use case call the same):
 
-  upsert   get_or_create_conversation_id(user, session)
-  append   append_message(user message, request_id)
-  list     list_messages(conversation, limit = HISTORY_MAX_MESSAGES + 1 = 21)
+  start    start_turn(user, session, user message with its request_id, history_limit = HISTORY_MAX_MESSAGES
+           = 20): the conversation upserted, the message stored and the history before it read
   append   append_message(assistant answer: ~530 characters, 3 citations, a debug record, same request_id)
 
 N sessions (default 1, 8, 32) run at once in one event loop, each doing its turns one after another; a
@@ -16,11 +15,12 @@ session id). Targets, each driven by the same loop:
                defaults, 1..10), on a database of its own that this script creates and drops
   raw_asyncpg  a bare asyncpg pool of the same size on the same database, into scratch tables made with
                `CREATE TABLE ... (LIKE <product table> INCLUDING ALL)` plus the same foreign key (so the
-               same indexes, defaults and constraints): the upsert is the product's statement; an append is
-               one autocommit `INSERT ... RETURNING` of the same columns and values (JSON as text); a list is
-               one `SELECT ... ORDER BY seq DESC LIMIT 21`; rows stay asyncpg Records. The floor of what a
-               store must send; the difference is the store (its transaction, row lock and idempotency
-               insert per append, its codecs and result objects)
+               same indexes, defaults and constraints): a start is one autocommit statement that upserts the
+               conversation, inserts the message and selects the 21 newest rows before it (the product's
+               statement without its idempotency clause); an append is one autocommit `INSERT ... RETURNING`
+               of the same columns and values (JSON as text); rows stay asyncpg Records. The floor of what a
+               store must send; the difference is the store (its row lock and idempotency insert per append,
+               its codecs and result objects)
   sqlite       `await SqliteConversationStore.open(<temp dir>/chat_history.db)`, the embedded default
                (one connection, WAL, synchronous=NORMAL), in a temp dir (on this machine the same disk as Postgres)
 
@@ -67,7 +67,7 @@ from urllib.parse import urlsplit, urlunsplit
 
 import asyncpg
 
-from backend.domain.conversation import Citation, NewMessage, Role
+from backend.domain.conversation import Citation, NewMessage, Role, StartedTurn
 from backend.infrastructure.config.settings import Settings
 from backend.infrastructure.persistence.common import citations_to_json, dump_json
 from backend.infrastructure.persistence.postgres.conversation_store import PostgresConversationStore, describe_dsn
@@ -75,8 +75,8 @@ from backend.infrastructure.persistence.sqlite.conversation_store import SqliteC
 from benchmarks.graph_probes import machine, percentile, result_path, save_result
 
 DATABASE = "bench_history"
-OPS = ("upsert", "append", "list")
-HISTORY_LIMIT = int(Settings.model_fields["history_max_messages"].default) + 1  # as TurnService._history asks
+OPS = ("start", "append")
+HISTORY_LIMIT = int(Settings.model_fields["history_max_messages"].default)  # as TurnService.prepare asks
 POOL_MIN = int(Settings.model_fields["postgres_pool_min"].default)
 POOL_MAX = int(Settings.model_fields["postgres_pool_max"].default)
 
@@ -196,15 +196,15 @@ DEBUG = {
 
 
 class Target(Protocol):
-    """The three store calls of a chat turn."""
+    """The two store calls of a chat turn."""
 
     name: str
 
-    async def upsert(self, user_id: str, session_id: str) -> Any: ...
+    async def start(self, user_id: str, session_id: str, message: NewMessage, history_limit: int) -> Any:
+        """What has the turn's `conversation_id` and the messages stored before it (`earlier`)."""
+        ...
 
     async def append(self, conversation_id: Any, message: NewMessage) -> Any: ...
-
-    async def history(self, conversation_id: Any, limit: int) -> Sequence[Any]: ...
 
 
 class StoreTarget:
@@ -214,14 +214,11 @@ class StoreTarget:
         self.name = name
         self.store = store
 
-    async def upsert(self, user_id: str, session_id: str) -> str:
-        return await self.store.get_or_create_conversation_id(user_id, session_id)
+    async def start(self, user_id: str, session_id: str, message: NewMessage, history_limit: int) -> StartedTurn:
+        return await self.store.start_turn(user_id, session_id, message, history_limit)
 
     async def append(self, conversation_id: str, message: NewMessage) -> Any:
         return await self.store.append_message(conversation_id, message)
-
-    async def history(self, conversation_id: str, limit: int) -> Sequence[Any]:
-        return await self.store.list_messages(conversation_id, limit=limit)
 
 
 _RAW_COLUMNS = "id, conversation_id, role, content, created_at, citations, debug, completed, request_id"
@@ -230,17 +227,28 @@ RAW_SCHEMA = (
     "CREATE TABLE raw_messages (LIKE messages INCLUDING ALL)",
     "ALTER TABLE raw_messages ADD FOREIGN KEY (conversation_id) REFERENCES raw_conversations (id) ON DELETE CASCADE",
 )
-RAW_UPSERT = """
-    INSERT INTO raw_conversations (user_id, session_id) VALUES ($1, $2)
-    ON CONFLICT (user_id, session_id) DO UPDATE SET updated_at = now()
-    RETURNING id
+RAW_START = f"""
+    WITH conversation AS (
+        INSERT INTO raw_conversations (user_id, session_id) VALUES ($1, $2)
+        ON CONFLICT (user_id, session_id) DO UPDATE SET updated_at = now()
+        RETURNING id
+    ), inserted AS (
+        INSERT INTO raw_messages (conversation_id, role, content, request_id)
+        SELECT id, $3, $4, $5 FROM conversation
+        RETURNING true AS new, {_RAW_COLUMNS}
+    )
+    SELECT * FROM inserted
+    UNION ALL
+    (
+        SELECT false, {_RAW_COLUMNS} FROM raw_messages WHERE conversation_id = (SELECT id FROM conversation)
+        ORDER BY seq DESC LIMIT $6
+    )
 """
 RAW_INSERT = f"""
     INSERT INTO raw_messages (conversation_id, role, content, citations, debug, completed, request_id)
     VALUES ($1, $2, $3, $4::jsonb, $5::jsonb, $6, $7)
     RETURNING {_RAW_COLUMNS}
 """
-RAW_SELECT = f"SELECT {_RAW_COLUMNS} FROM raw_messages WHERE conversation_id = $1 ORDER BY seq DESC LIMIT $2"
 
 
 class RawTarget:
@@ -251,9 +259,19 @@ class RawTarget:
     def __init__(self, pool: Any) -> None:
         self.pool = pool
 
-    async def upsert(self, user_id: str, session_id: str) -> Any:
+    async def start(self, user_id: str, session_id: str, message: NewMessage, history_limit: int) -> Any:
         async with self.pool.acquire() as conn:
-            return await conn.fetchval(RAW_UPSERT, user_id, session_id)
+            rows = await conn.fetch(
+                RAW_START,
+                user_id,
+                session_id,
+                message.role.value,
+                message.content,
+                message.request_id,
+                history_limit + 1,
+            )
+        new = next(row for row in rows if row["new"])
+        return _RawStart(new["conversation_id"], tuple(row for row in rows if not row["new"]))
 
     async def append(self, conversation_id: Any, message: NewMessage) -> Any:
         citations = json.dumps(citations_to_json(message.citations))
@@ -270,10 +288,11 @@ class RawTarget:
                 message.request_id,
             )
 
-    async def history(self, conversation_id: Any, limit: int) -> Sequence[Any]:
-        async with self.pool.acquire() as conn:
-            rows: list[Any] = await conn.fetch(RAW_SELECT, conversation_id, limit)
-        return rows
+
+@dataclass(frozen=True)
+class _RawStart:
+    conversation_id: Any
+    earlier: tuple[Any, ...]
 
 
 @dataclass
@@ -301,16 +320,14 @@ async def run_phase(target: Target, sessions: int, total_turns: int, tag: str) -
         user_id, session_id = f"bench-{tag}-u{index}", f"bench-{tag}-s{index}"
         for turn in range(per_session):
             request_id = uuid.uuid4().hex
-            conversation_id = await timed("upsert", target.upsert(user_id, session_id))
-            question = USER_TEXT.format(turn=turn, session=session_id)
-            await timed(
-                "append", target.append(conversation_id, NewMessage(Role.USER, question, request_id=request_id))
-            )
-            history = await timed("list", target.history(conversation_id, HISTORY_LIMIT))
-            if len(history) != min(2 * turn + 1, HISTORY_LIMIT):
-                raise RuntimeError(f"{target.name}: turn {turn} listed {len(history)} messages")
+            question = NewMessage(Role.USER, USER_TEXT.format(turn=turn, session=session_id), request_id=request_id)
+            started = await timed("start", target.start(user_id, session_id, question, HISTORY_LIMIT))
+            # The raw statement reads one row more, as the store's does; a store returns at most the limit.
+            history = started.earlier[:HISTORY_LIMIT] if target.name == RawTarget.name else started.earlier
+            if len(history) != min(2 * turn, HISTORY_LIMIT):
+                raise RuntimeError(f"{target.name}: turn {turn} read {len(history)} earlier messages")
             answer = NewMessage(Role.ASSISTANT, ANSWER_TEXT, CITATIONS, DEBUG, True, request_id)
-            await timed("append", target.append(conversation_id, answer))
+            await timed("append", target.append(started.conversation_id, answer))
 
     cpu_before, started = time.process_time(), time.perf_counter()
     await asyncio.gather(*(session(i) for i in range(sessions)))
@@ -397,7 +414,6 @@ def summarize(phases: Sequence[Phase]) -> dict[str, Any]:
                 "turns_per_round": mine[0].turns,
                 "turns_per_s": round(statistics.median(p.turns / p.wall_s for p in mine), 1),
                 "appends_per_s": round(statistics.median(len(p.latencies_s["append"]) / p.wall_s for p in mine), 1),
-                "lists_per_s": round(statistics.median(len(p.latencies_s["list"]) / p.wall_s for p in mine), 1),
                 "turns_per_s_rounds": [round(p.turns / p.wall_s, 1) for p in mine],
                 "cpu_us_per_turn": round(statistics.median(p.cpu_s / p.turns * 1e6 for p in mine), 1),
                 "operations_per_round": counts,
@@ -419,9 +435,8 @@ def summarize(phases: Sequence[Phase]) -> dict[str, Any]:
                 "throughput_turns_per_s": ratio(ours["turns_per_s"], raw["turns_per_s"]),
                 "append_p50": ratio(ours["append_ms"]["p50"], raw["append_ms"]["p50"]),
                 "append_p95": ratio(ours["append_ms"]["p95"], raw["append_ms"]["p95"]),
-                "list_p50": ratio(ours["list_ms"]["p50"], raw["list_ms"]["p50"]),
-                "list_p95": ratio(ours["list_ms"]["p95"], raw["list_ms"]["p95"]),
-                "upsert_p50": ratio(ours["upsert_ms"]["p50"], raw["upsert_ms"]["p50"]),
+                "start_p50": ratio(ours["start_ms"]["p50"], raw["start_ms"]["p50"]),
+                "start_p95": ratio(ours["start_ms"]["p95"], raw["start_ms"]["p95"]),
                 "cpu_per_turn": ratio(ours["cpu_us_per_turn"], raw["cpu_us_per_turn"]),
             }
     return {"stores": table, "postgres_over_raw": ratios}
@@ -436,8 +451,8 @@ def print_table(results: dict[str, Any], params: dict[str, Any], host: dict[str,
     if tls:
         print(f"Postgres connections with TLS: {tls['with_tls']} of {tls['connections']} ({tls['tls_version']})")
     print(
-        f"\n{'store':<12} {'N':>3} {'turns/s':>8} {'appends/s':>10} {'lists/s':>8} "
-        f"{'append p50/p95 ms':>18} {'list p50/p95 ms':>16} {'upsert p50/p95 ms':>18} {'CPU µs/turn':>12}"
+        f"\n{'store':<12} {'N':>3} {'turns/s':>8} {'start p50/p95 ms':>17} {'append p50/p95 ms':>18} "
+        f"{'CPU µs/turn':>12}"
     )
     stores = results["stores"]
     for n in params["sessions"]:
@@ -445,19 +460,18 @@ def print_table(results: dict[str, Any], params: dict[str, Any], host: dict[str,
             row = rows.get(str(n))
             if row is None:
                 continue
-            a, li, u = row["append_ms"], row["list_ms"], row["upsert_ms"]
+            st, a = row["start_ms"], row["append_ms"]
             print(
-                f"{name:<12} {n:>3} {row['turns_per_s']:>8.1f} {row['appends_per_s']:>10.1f} "
-                f"{row['lists_per_s']:>8.1f} {a['p50']:>8.2f} / {a['p95']:<7.2f} {li['p50']:>7.2f} / {li['p95']:<6.2f} "
-                f"{u['p50']:>8.2f} / {u['p95']:<7.2f} {row['cpu_us_per_turn']:>12.0f}"
+                f"{name:<12} {n:>3} {row['turns_per_s']:>8.1f} {st['p50']:>7.2f} / {st['p95']:<7.2f} "
+                f"{a['p50']:>8.2f} / {a['p95']:<7.2f} {row['cpu_us_per_turn']:>12.0f}"
             )
     ratios = results["postgres_over_raw"]
     if ratios:
-        print("\npostgres / raw asyncpg   throughput (turns/s)   append p50  p95   list p50  p95   CPU/turn")
+        print("\npostgres / raw asyncpg   throughput (turns/s)   start p50  p95   append p50  p95   CPU/turn")
         for n, r in ratios.items():
             print(
-                f"  N={n:<20} {r['throughput_turns_per_s']:>14.2f} {r['append_p50']:>13.2f} {r['append_p95']:>5.2f} "
-                f"{r['list_p50']:>9.2f} {r['list_p95']:>5.2f} {r['cpu_per_turn']:>10.2f}"
+                f"  N={n:<20} {r['throughput_turns_per_s']:>14.2f} {r['start_p50']:>12.2f} {r['start_p95']:>5.2f} "
+                f"{r['append_p50']:>10.2f} {r['append_p95']:>5.2f} {r['cpu_per_turn']:>10.2f}"
             )
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from enum import StrEnum
@@ -61,6 +62,21 @@ class StoredMessage:
     debug: dict[str, Any] | None = None
     completed: bool = True
     request_id: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class StartedTurn:
+    """A turn's user message as stored, in its conversation, with the messages stored before it."""
+
+    conversation_id: str
+    message: StoredMessage
+    earlier: tuple[StoredMessage, ...]  # oldest first
+
+
+def newest_others(messages: Sequence[StoredMessage], message_id: str, limit: int) -> tuple[StoredMessage, ...]:
+    """The newest `limit` of `messages` (oldest first) other than `message_id`, still oldest first."""
+    others = [message for message in messages if message.id != message_id]
+    return tuple(others[max(len(others) - limit, 0) :]) if limit > 0 else ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -194,6 +194,73 @@ async def test_same_session_id_for_two_users_is_two_conversations(store: Convers
     assert [m.content for m in await store.list_messages(alice)] == ["alice's secret"]
 
 
+# --- a turn's start -------------------------------------------------------------------------------------
+
+
+async def test_start_turn_creates_the_conversation_and_stores_the_message(store: ConversationStore) -> None:
+    started = await store.start_turn("alice", "fresh", _user("first question", request_id="r1"), history_limit=10)
+
+    assert started.earlier == ()
+    assert started.message.content == "first question" and started.message.role is Role.USER
+    assert started.message.conversation_id == started.conversation_id
+    assert await store.find_conversation_id("alice", "fresh") == started.conversation_id
+    assert [m.id for m in await store.list_messages(started.conversation_id)] == [started.message.id]
+
+
+async def test_start_turn_returns_the_newest_earlier_messages_oldest_first(store: ConversationStore) -> None:
+    conversation = await _conversation(store)
+    stored = await _append_many(store, conversation, 5)
+
+    started = await store.start_turn("alice", "s1", _user("next", request_id="r-next"), history_limit=3)
+
+    assert started.conversation_id == conversation
+    assert [m.id for m in started.earlier] == [m.id for m in stored[-3:]]
+    assert [m.id for m in await store.list_messages(conversation)] == [*(m.id for m in stored), started.message.id]
+
+
+async def test_start_turn_without_history_reads_none(store: ConversationStore) -> None:
+    conversation = await _conversation(store)
+    await _append_many(store, conversation, 2)
+
+    started = await store.start_turn("alice", "s1", _user("next"), history_limit=0)
+
+    assert started.earlier == ()
+    assert len(await store.list_messages(conversation)) == 3
+
+
+async def test_a_retried_turn_stores_its_message_once_and_is_not_its_own_history(store: ConversationStore) -> None:
+    conversation = await _conversation(store)
+    before = await store.append_message(conversation, _user("earlier"))
+    first = await store.start_turn("alice", "s1", _user("question", request_id="req-1"), history_limit=5)
+    answer = await store.append_message(conversation, NewMessage(Role.ASSISTANT, "answer", request_id="req-1"))
+
+    again = await store.start_turn("alice", "s1", _user("question", request_id="req-1"), history_limit=5)
+
+    assert again.message == first.message
+    assert [m.id for m in again.earlier] == [before.id, answer.id]
+    assert len(await store.list_messages(conversation)) == 3
+
+
+async def test_concurrent_first_turns_of_one_session_share_one_conversation(backing: Backing) -> None:
+    store = await backing.open()
+
+    turns = await asyncio.gather(
+        *(store.start_turn("alice", "race-turns", _user(f"q{i}", request_id=f"r{i}"), 50) for i in range(30))
+    )
+
+    assert len({turn.conversation_id for turn in turns}) == 1
+    assert await backing.count_conversations("alice", "race-turns") == 1
+    stored = await store.list_messages(turns[0].conversation_id)
+    assert sorted(m.content for m in stored) == sorted(f"q{i}" for i in range(30))
+    # Each turn saw only messages stored before its own, in the order they were stored (a turn still in
+    # flight when another started may be missing from that one's history: neither had been answered).
+    order = [m.id for m in stored]
+    for turn in turns:
+        earlier = [m.id for m in turn.earlier]
+        before = order[: order.index(turn.message.id)]
+        assert earlier == [m for m in before if m in earlier]
+
+
 # --- messages ------------------------------------------------------------------------------------------
 
 

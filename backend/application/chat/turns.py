@@ -122,26 +122,20 @@ class TurnService:
 
     async def prepare(self, context: RequestContext, chat_input: ChatInput) -> PreparedTurn:
         requested = await self.validate(chat_input)
-        conversation_id = await self._store.get_or_create_conversation_id(context.user_id, context.session_id)
-        user_message = await self._store.append_message(
-            conversation_id,
+        given = chat_input.history
+        started = await self._store.start_turn(
+            context.user_id,
+            context.session_id,
             NewMessage(Role.USER, chat_input.message.strip(), request_id=context.request_id),
+            history_limit=self._limits.history_max_messages if given is None else 0,
         )
-        if chat_input.history is None:
-            history = await self._history(conversation_id, exclude_id=user_message.id)
+        if given is None:
+            history = tuple(
+                HistoryTurn(message.role, message.content) for message in started.earlier if message.content
+            )
         else:
-            history = self._given_history(chat_input.history)
-        return PreparedTurn(context, conversation_id, user_message, requested, history)
-
-    async def _history(self, conversation_id: str, exclude_id: str) -> tuple[HistoryTurn, ...]:
-        if self._limits.history_max_messages == 0:
-            return ()
-        earlier = await self._store.list_messages(conversation_id, limit=self._limits.history_max_messages + 1)
-        return tuple(
-            HistoryTurn(message.role, message.content)
-            for message in earlier
-            if message.id != exclude_id and message.content
-        )[-self._limits.history_max_messages :]
+            history = self._given_history(given)
+        return PreparedTurn(context, started.conversation_id, started.message, requested, history)
 
     def _given_history(self, given: tuple[HistoryTurn, ...]) -> tuple[HistoryTurn, ...]:
         """The caller's turns under the same limit as stored history, so both paths prompt alike."""

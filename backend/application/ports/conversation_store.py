@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from backend.domain.conversation import FeedbackRecord, NewMessage, StoredMessage
+from backend.domain.conversation import FeedbackRecord, NewMessage, StartedTurn, StoredMessage
 
 
 class ConversationStore(Protocol):
@@ -19,6 +19,13 @@ class ConversationStore(Protocol):
         ...
 
     async def find_conversation_id(self, user_id: str, session_id: str) -> str | None: ...
+
+    async def start_turn(self, user_id: str, session_id: str, message: NewMessage, history_limit: int) -> StartedTurn:
+        """One atomic step, where the store allows one round trip: the (user, session) conversation, created
+        if new (race-free); `message` appended to it (idempotent like `append_message`); and the newest
+        `history_limit` other messages stored before the call, oldest first (a turn of the same session
+        still in flight may be missing from them)."""
+        ...
 
     async def append_message(self, conversation_id: str, message: NewMessage) -> StoredMessage:
         """Idempotent per (conversation, request_id, role) when `request_id` is set."""

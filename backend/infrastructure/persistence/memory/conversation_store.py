@@ -7,7 +7,7 @@ import uuid
 from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
-from backend.domain.conversation import FeedbackRecord, NewMessage, StoredMessage
+from backend.domain.conversation import FeedbackRecord, NewMessage, StartedTurn, StoredMessage, newest_others
 from backend.domain.errors import NotFound, StoreUnavailable
 from backend.infrastructure.persistence.common import page_request, parse_id, plain_json
 
@@ -44,16 +44,27 @@ class InMemoryConversationStore:
     async def get_or_create_conversation_id(self, user_id: str, session_id: str) -> str:
         async with self._lock:
             self._check_open()
-            key = (user_id, session_id)
-            existing = self._ids.get(key)
-            now = datetime.now(UTC)
-            if existing is not None:
-                self._conversations[existing].updated_at = now
-                return existing
-            conversation_id = str(uuid.uuid4())
-            self._ids[key] = conversation_id
-            self._conversations[conversation_id] = _Conversation(user_id, session_id, now, now)
-            return conversation_id
+            return self._conversation_id(user_id, session_id)
+
+    async def start_turn(self, user_id: str, session_id: str, message: NewMessage, history_limit: int) -> StartedTurn:
+        async with self._lock:
+            self._check_open()
+            conversation_id = self._conversation_id(user_id, session_id)
+            stored = self._append(conversation_id, message)
+            earlier = newest_others(self._conversations[conversation_id].messages, stored.id, history_limit)
+        return StartedTurn(conversation_id, stored, earlier)
+
+    def _conversation_id(self, user_id: str, session_id: str) -> str:
+        key = (user_id, session_id)
+        existing = self._ids.get(key)
+        now = datetime.now(UTC)
+        if existing is not None:
+            self._conversations[existing].updated_at = now
+            return existing
+        conversation_id = str(uuid.uuid4())
+        self._ids[key] = conversation_id
+        self._conversations[conversation_id] = _Conversation(user_id, session_id, now, now)
+        return conversation_id
 
     async def find_conversation_id(self, user_id: str, session_id: str) -> str | None:
         async with self._lock:
@@ -64,17 +75,20 @@ class InMemoryConversationStore:
         key = str(parse_id(conversation_id, "conversation"))
         async with self._lock:
             self._check_open()
-            conversation = self._conversations.get(key)
-            if conversation is None:
+            if key not in self._conversations:
                 raise NotFound(f"conversation {conversation_id!r} not found")
-            conversation.updated_at = datetime.now(UTC)
-            if message.request_id is not None:
-                for stored in conversation.messages:
-                    if stored.request_id == message.request_id and stored.role == message.role:
-                        return stored
-            stored = _to_stored(key, message)
-            conversation.messages.append(stored)
-            return stored
+            return self._append(key, message)
+
+    def _append(self, key: str, message: NewMessage) -> StoredMessage:
+        conversation = self._conversations[key]
+        conversation.updated_at = datetime.now(UTC)
+        if message.request_id is not None:
+            for stored in conversation.messages:
+                if stored.request_id == message.request_id and stored.role == message.role:
+                    return stored
+        stored = _to_stored(key, message)
+        conversation.messages.append(stored)
+        return stored
 
     async def list_messages(
         self, conversation_id: str, limit: int | None = None, before: str | None = None

@@ -19,7 +19,7 @@ from urllib.parse import urlsplit
 
 import asyncpg
 
-from backend.domain.conversation import FeedbackRecord, NewMessage, Role, StoredMessage
+from backend.domain.conversation import FeedbackRecord, NewMessage, Role, StartedTurn, StoredMessage, newest_others
 from backend.domain.errors import InvalidRequest, NotFound, StoreUnavailable
 from backend.infrastructure.persistence.common import (
     citations_from_json,
@@ -63,6 +63,28 @@ _APPEND_MESSAGE = f"""
     SELECT id, $2, $3, $4, $5, $6, $7 FROM conversation
     ON CONFLICT (conversation_id, request_id, role) WHERE request_id IS NOT NULL DO NOTHING
     RETURNING {_MESSAGE_COLUMNS}
+"""
+# A turn's start in one statement and one round trip: the conversation upserted (its row locked, as an
+# append locks it), the user message inserted, and the newest messages as they were before the statement
+# (a statement's reads do not see its own writes). No `appended` row: this request stored it before.
+_START_TURN = f"""
+    WITH conversation AS (
+        INSERT INTO conversations (user_id, session_id) VALUES ($1, $2)
+        ON CONFLICT (user_id, session_id) DO UPDATE SET updated_at = now()
+        RETURNING id
+    ), appended AS (
+        INSERT INTO messages (conversation_id, role, content, citations, debug, completed, request_id)
+        SELECT id, $3, $4, $5, $6, $7, $8 FROM conversation
+        ON CONFLICT (conversation_id, request_id, role) WHERE request_id IS NOT NULL DO NOTHING
+        RETURNING seq, {_MESSAGE_COLUMNS}
+    )
+    SELECT true AS appended, seq, {_MESSAGE_COLUMNS} FROM appended
+    UNION ALL
+    (
+        SELECT false, seq, {_MESSAGE_COLUMNS} FROM messages
+        WHERE conversation_id = (SELECT id FROM conversation)
+        ORDER BY seq DESC LIMIT $9
+    )
 """
 _SELECT_BY_REQUEST = f"""
     SELECT {_MESSAGE_COLUMNS} FROM messages
@@ -172,6 +194,29 @@ class PostgresConversationStore:
                 found = await conn.fetchval(_CREATE_CONVERSATION, user_id, session_id)
                 found = found or await conn.fetchval(_SELECT_CONVERSATION, user_id, session_id)
         return str(found)
+
+    async def start_turn(self, user_id: str, session_id: str, message: NewMessage, history_limit: int) -> StartedTurn:
+        citations = citations_to_json(message.citations)
+        values = (message.role.value, message.content, citations, message.debug, message.completed)
+        # One more than asked: a replayed message is among the newest and is not history.
+        window = history_limit + 1 if history_limit > 0 else 0
+        async with self._connection() as conn:
+            while True:
+                rows = await conn.fetch(_START_TURN, user_id, session_id, *values, message.request_id, window)
+                stored = next((row for row in rows if row["appended"]), None)
+                if stored is not None:
+                    break
+                # A retry of a request whose message is stored: read it back (it is gone only if a
+                # concurrent clear removed it, and then the next round stores it).
+                conversation = await conn.fetchval(_SELECT_CONVERSATION, user_id, session_id)
+                stored = await conn.fetchrow(_SELECT_BY_REQUEST, conversation, message.request_id, message.role.value)
+                if stored is not None:
+                    break
+        earlier = [_to_message(row) for row in sorted(rows, key=lambda row: row["seq"]) if not row["appended"]]
+        message_stored = _to_message(stored)
+        return StartedTurn(
+            message_stored.conversation_id, message_stored, newest_others(earlier, message_stored.id, history_limit)
+        )
 
     async def find_conversation_id(self, user_id: str, session_id: str) -> str | None:
         async with self._connection() as conn:

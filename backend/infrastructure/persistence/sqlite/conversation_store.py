@@ -20,7 +20,7 @@ from typing import Any
 
 import aiosqlite
 
-from backend.domain.conversation import FeedbackRecord, NewMessage, Role, StoredMessage
+from backend.domain.conversation import FeedbackRecord, NewMessage, Role, StartedTurn, StoredMessage, newest_others
 from backend.domain.errors import NotFound, StoreUnavailable
 from backend.infrastructure.persistence.common import (
     citations_from_json,
@@ -150,6 +150,22 @@ class SqliteConversationStore:
         async with self._session():
             rows = await self._db.execute_fetchall(_UPSERT_CONVERSATION, params)
         return str(next(iter(rows))["id"])
+
+    async def start_turn(self, user_id: str, session_id: str, message: NewMessage, history_limit: int) -> StartedTurn:
+        now = _now()
+        upsert = {"id": str(uuid.uuid4()), "user_id": user_id, "session_id": session_id, "now": now}
+        async with self._session(), self._transaction():
+            key = str(next(iter(await self._db.execute_fetchall(_UPSERT_CONVERSATION, upsert)))["id"])
+            # Read before the insert: the newest rows without this turn's message, plus one for a replayed one.
+            page = {"conversation_id": key, "before_seq": _NO_CURSOR, "limit": history_limit + 1}
+            newest_first = await self._db.execute_fetchall(_SELECT_PAGE, page) if history_limit > 0 else []
+            params = _message_params(key, message)
+            rows = list(await self._db.execute_fetchall(_INSERT_MESSAGE, params))
+            if not rows:  # the same request already stored this role's message
+                rows = list(await self._db.execute_fetchall(_SELECT_BY_REQUEST, params))
+        stored = _to_message(rows[0])
+        earlier = [_to_message(row) for row in reversed(list(newest_first))]
+        return StartedTurn(key, stored, newest_others(earlier, stored.id, history_limit))
 
     async def find_conversation_id(self, user_id: str, session_id: str) -> str | None:
         async with self._session():
