@@ -326,3 +326,30 @@ async def test_aclose_is_idempotent_and_the_model_reopens(make_model: ModelFacto
 
     assert contents(await collect(model)) == ["Hello", " world", "!"]
     assert "SECRET" not in repr(model)
+
+
+async def test_cancelling_while_waiting_for_the_response_headers_ends_cleanly(make_model: ModelFactory) -> None:
+    accepted = asyncio.Event()
+    hung_up = asyncio.Event()
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        accepted.set()
+        await reader.read()  # returns when the client closes the connection
+        hung_up.set()
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    port = server.sockets[0].getsockname()[1]
+    model = make_model(base_url=f"http://127.0.0.1:{port}/v1", max_retries=2)
+    task = asyncio.create_task(collect(model))
+    try:
+        await asyncio.wait_for(accepted.wait(), 5)
+        task.cancel()
+        with contextlib.suppress(asyncio.CancelledError):
+            await task
+
+        assert task.cancelled()  # not retried, not turned into a ModelError
+        await asyncio.wait_for(hung_up.wait(), 5)  # the request's connection was closed
+    finally:
+        server.close()
+        await server.wait_closed()
