@@ -17,6 +17,7 @@ from backend.server.config import ServerConfig
 
 USER_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._@-]{0,127}$")
 DEV_USER = "anonymous"
+_PRINCIPAL_STATE = "principal"
 
 
 @dataclass(frozen=True, slots=True)
@@ -61,6 +62,17 @@ def _user_for_key(presented: str, keys: dict[str, str]) -> str | None:
 
 
 def authenticate(request: Request, config: ServerConfig) -> Principal:
+    """The request's principal, found once: the rate limiter asks before the route does, and each asking
+    compares the key with every configured one. Kept in the request's own state, never shared."""
+    known = getattr(request.state, _PRINCIPAL_STATE, None)
+    if isinstance(known, Principal):
+        return known
+    principal = _authenticate(request, config)
+    setattr(request.state, _PRINCIPAL_STATE, principal)
+    return principal
+
+
+def _authenticate(request: Request, config: ServerConfig) -> Principal:
     if not config.auth_enabled:
         return Principal(None, is_admin=True)  # development mode: everyone is admin
     presented = _presented_key(request)

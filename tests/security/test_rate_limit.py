@@ -9,8 +9,10 @@ from pathlib import Path
 
 import httpx
 import pytest
+from starlette.requests import Request
 from starlette.types import Receive, Scope, Send
 
+from backend.server import auth
 from backend.server.config import ServerConfig
 from backend.server.rate_limit import RateLimit, TokenBuckets, caller_of, is_limited, retry_after_header
 from tests.support.live_server import live_server, make_settings
@@ -151,6 +153,33 @@ async def test_the_middleware_answers_429_in_the_error_shape_of_the_path() -> No
     assert openai.json()["error"]["code"] == "rate_limited"
     assert health.text == "reached"
     assert again.text == "reached"
+
+
+async def test_a_limited_request_is_authenticated_once_for_the_limiter_and_the_route(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    compared: list[str] = []
+    real = auth._user_for_key
+
+    def counting(presented: str, keys: dict[str, str]) -> str | None:
+        compared.append(presented)
+        return real(presented, keys)
+
+    monkeypatch.setattr(auth, "_user_for_key", counting)
+    config = ServerConfig(api_keys={"key-a1": "alice"}, rate_limit_per_minute=60)
+
+    async def route(scope: Scope, receive: Receive, send: Send) -> None:
+        principal = auth.authenticate(Request(scope), config)  # what the route's dependency does
+        await send({"type": "http.response.start", "status": 200, "headers": []})
+        await send({"type": "http.response.body", "body": str(principal.user_id).encode()})
+
+    limited = RateLimit(route, config)
+    async with httpx.AsyncClient(transport=httpx.ASGITransport(app=limited), base_url="http://test") as http:
+        first = await http.post("/api/v1/chat", headers={"Authorization": "Bearer key-a1"})
+        second = await http.post("/api/v1/chat", headers={"Authorization": "Bearer key-a1"})
+
+    assert first.text == second.text == "alice"
+    assert compared == ["key-a1", "key-a1"]  # once per request: the route reused the limiter's answer
 
 
 # --- over real HTTP
