@@ -339,6 +339,8 @@ class Neo4jTarget:
 async def prepare_neo4j(target: Neo4jTarget, dimension: int) -> list[str]:
     """Delete what an earlier run left of the benchmark's KB; drop vector indexes of another dimension."""
     from neo4j import AsyncGraphDatabase
+    from neo4j.exceptions import TransientError
+    from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_fixed
 
     from backend.infrastructure.graph_store.neo4j import queries
 
@@ -346,15 +348,21 @@ async def prepare_neo4j(target: Neo4jTarget, dimension: int) -> list[str]:
     auth = (target.user, target.password) if target.password else None
     async with AsyncGraphDatabase.driver(target.uri, auth=auth) as driver:
         for label in ("Chunk", "RelationMention", "Entity", "Community", "Document", "CommunitySet", "KnowledgeBase"):
-            async with driver.session() as session:
-                result = await session.run(
-                    f"MATCH (n:{label}) WHERE n.kb = $kb OR n.uid = $kb "
-                    "CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS",
-                    kb=KB_PREFIX,
-                )
-                summary = await result.consume()
-                if summary.counters.nodes_deleted:
-                    notes.append(f"deleted {summary.counters.nodes_deleted} {label} nodes of an earlier run")
+            # Right after an earlier run the server may still refuse a batched delete's snapshot (a transient
+            # "Outdated" error): retried, as the driver would retry a transaction.
+            async for attempt in AsyncRetrying(
+                stop=stop_after_attempt(5), wait=wait_fixed(1.0), retry=retry_if_exception_type(TransientError)
+            ):
+                with attempt:
+                    async with driver.session() as session:
+                        result = await session.run(
+                            f"MATCH (n:{label}) WHERE n.kb = $kb OR n.uid = $kb "
+                            "CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS",
+                            kb=KB_PREFIX,
+                        )
+                        summary = await result.consume()
+            if summary.counters.nodes_deleted:
+                notes.append(f"deleted {summary.counters.nodes_deleted} {label} nodes of an earlier run")
         names = [queries.CHUNK_VECTOR_INDEX, queries.ENTITY_VECTOR_INDEX, queries.COMMUNITY_VECTOR_INDEX]
         found = await driver.execute_query(
             "SHOW VECTOR INDEXES YIELD name, options WHERE name IN $names "
