@@ -77,6 +77,11 @@ class OpenAICompatibleChatModel:
         # httpx's read timeout is "no bytes for this long", which is exactly a stall, and it costs
         # nothing per token (httpcore arms a deadline around every socket read anyway).
         self._stream_timeout = httpx2.Timeout(timeout_s, read=stream_idle_timeout_s)
+        # The same for every stream: built once, not per request.
+        self._completions_url = f"{self._base_url}/chat/completions"
+        self._stream_headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
+        if api_key:
+            self._stream_headers["Authorization"] = f"Bearer {api_key}"
         self._http: httpx2.AsyncClient | None = None
         self._client: openai.AsyncOpenAI | None = None
         self._chat: ChatOpenAI | None = None
@@ -168,10 +173,6 @@ class OpenAICompatibleChatModel:
         """POST the request until the server answers 2xx (retrying what `retry_policy` allows) and return
         the open response; what is left after the last attempt is raised as `ModelError`."""
         client = self._http_client()
-        headers = {"Content-Type": "application/json", "Accept": "text/event-stream"}
-        if self._api_key:
-            headers["Authorization"] = f"Bearer {self._api_key}"
-        url = f"{self._base_url}/chat/completions"
         attempts = AsyncRetrying(
             stop=stop_after_attempt(self._max_retries + 1),
             wait=tenacity_wait,
@@ -183,7 +184,11 @@ class OpenAICompatibleChatModel:
             async for attempt in attempts:
                 with attempt:
                     request = client.build_request(
-                        "POST", url, content=body, headers=headers, timeout=self._stream_timeout
+                        "POST",
+                        self._completions_url,
+                        content=body,
+                        headers=self._stream_headers,
+                        timeout=self._stream_timeout,
                     )
                     response = await client.send(request, stream=True)
                     if response.is_success:

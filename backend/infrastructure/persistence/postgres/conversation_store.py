@@ -196,8 +196,7 @@ class PostgresConversationStore:
         return str(found)
 
     async def start_turn(self, user_id: str, session_id: str, message: NewMessage, history_limit: int) -> StartedTurn:
-        citations = citations_to_json(message.citations)
-        values = (message.role.value, message.content, citations, message.debug, message.completed)
+        values = _message_values(message)
         # One more than asked: a replayed message is among the newest and is not history.
         window = history_limit + 1 if history_limit > 0 else 0
         async with self._connection() as conn:
@@ -225,8 +224,7 @@ class PostgresConversationStore:
 
     async def append_message(self, conversation_id: str, message: NewMessage) -> StoredMessage:
         key = parse_id(conversation_id, "conversation")
-        citations = citations_to_json(message.citations)
-        values = (message.role.value, message.content, citations, message.debug, message.completed)
+        values = _message_values(message)
         async with self._connection() as conn:
             row = None
             while row is None:  # loops only if a concurrent clear removes the row we conflicted with
@@ -359,6 +357,11 @@ def describe_dsn(dsn: str) -> str:
 def _describe_error(exc: BaseException) -> str:
     text = str(exc).strip()
     return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
+
+
+def _message_values(message: NewMessage) -> tuple[Any, ...]:
+    """A message's role, content, citations, debug and completed, as the insert statements take them."""
+    return (message.role.value, message.content, citations_to_json(message.citations), message.debug, message.completed)
 
 
 def _to_message(row: Any) -> StoredMessage:

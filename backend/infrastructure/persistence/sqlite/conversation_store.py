@@ -146,24 +146,16 @@ class SqliteConversationStore:
             await self._db.execute_fetchall("SELECT 1")
 
     async def get_or_create_conversation_id(self, user_id: str, session_id: str) -> str:
-        params = {"id": str(uuid.uuid4()), "user_id": user_id, "session_id": session_id, "now": _now()}
         async with self._session():
-            rows = await self._db.execute_fetchall(_UPSERT_CONVERSATION, params)
-        return str(next(iter(rows))["id"])
+            return await self._upsert_conversation(user_id, session_id)
 
     async def start_turn(self, user_id: str, session_id: str, message: NewMessage, history_limit: int) -> StartedTurn:
-        now = _now()
-        upsert = {"id": str(uuid.uuid4()), "user_id": user_id, "session_id": session_id, "now": now}
         async with self._session(), self._transaction():
-            key = str(next(iter(await self._db.execute_fetchall(_UPSERT_CONVERSATION, upsert)))["id"])
+            key = await self._upsert_conversation(user_id, session_id)
             # Read before the insert: the newest rows without this turn's message, plus one for a replayed one.
             page = {"conversation_id": key, "before_seq": _NO_CURSOR, "limit": history_limit + 1}
             newest_first = await self._db.execute_fetchall(_SELECT_PAGE, page) if history_limit > 0 else []
-            params = _message_params(key, message)
-            rows = list(await self._db.execute_fetchall(_INSERT_MESSAGE, params))
-            if not rows:  # the same request already stored this role's message
-                rows = list(await self._db.execute_fetchall(_SELECT_BY_REQUEST, params))
-        stored = _to_message(rows[0])
+            stored = await self._insert_message(_message_params(key, message))
         earlier = [_to_message(row) for row in reversed(list(newest_first))]
         return StartedTurn(key, stored, newest_others(earlier, stored.id, history_limit))
 
@@ -183,10 +175,7 @@ class SqliteConversationStore:
             )
             if touched.rowcount == 0:
                 raise NotFound(f"conversation {conversation_id!r} not found")
-            rows = list(await self._db.execute_fetchall(_INSERT_MESSAGE, params))
-            if not rows:  # the same request already stored this role's message
-                rows = list(await self._db.execute_fetchall(_SELECT_BY_REQUEST, params))
-        return _to_message(rows[0])
+            return await self._insert_message(params)
 
     async def list_messages(
         self, conversation_id: str, limit: int | None = None, before: str | None = None
@@ -240,6 +229,19 @@ class SqliteConversationStore:
                     "INSERT INTO schema_version (version, applied_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
                     (SCHEMA_VERSION, _now()),
                 )
+
+    async def _upsert_conversation(self, user_id: str, session_id: str) -> str:
+        """The (user, session) conversation's id, created if new; inside `_session()`."""
+        params = {"id": str(uuid.uuid4()), "user_id": user_id, "session_id": session_id, "now": _now()}
+        rows = await self._db.execute_fetchall(_UPSERT_CONVERSATION, params)
+        return str(next(iter(rows))["id"])
+
+    async def _insert_message(self, params: dict[str, Any]) -> StoredMessage:
+        """Store a message (params of `_message_params`), or return the one this request already stored."""
+        rows = list(await self._db.execute_fetchall(_INSERT_MESSAGE, params))
+        if not rows:  # the same request already stored this role's message
+            rows = list(await self._db.execute_fetchall(_SELECT_BY_REQUEST, params))
+        return _to_message(rows[0])
 
     async def _seq_of(self, conversation_id: str, message_id: str) -> int:
         rows = await self._db.execute_fetchall(
