@@ -271,7 +271,8 @@ class RawTarget:
                 history_limit + 1,
             )
         new = next(row for row in rows if row["new"])
-        return _RawStart(new["conversation_id"], tuple(row for row in rows if not row["new"]))
+        # One row more was read, as the store's statement reads one for a replayed message; keep the limit.
+        return _RawStart(new["conversation_id"], tuple(row for row in rows if not row["new"])[:history_limit])
 
     async def append(self, conversation_id: Any, message: NewMessage) -> Any:
         citations = json.dumps(citations_to_json(message.citations))
@@ -322,10 +323,8 @@ async def run_phase(target: Target, sessions: int, total_turns: int, tag: str) -
             request_id = uuid.uuid4().hex
             question = NewMessage(Role.USER, USER_TEXT.format(turn=turn, session=session_id), request_id=request_id)
             started = await timed("start", target.start(user_id, session_id, question, HISTORY_LIMIT))
-            # The raw statement reads one row more, as the store's does; a store returns at most the limit.
-            history = started.earlier[:HISTORY_LIMIT] if target.name == RawTarget.name else started.earlier
-            if len(history) != min(2 * turn, HISTORY_LIMIT):
-                raise RuntimeError(f"{target.name}: turn {turn} read {len(history)} earlier messages")
+            if len(started.earlier) != min(2 * turn, HISTORY_LIMIT):
+                raise RuntimeError(f"{target.name}: turn {turn} read {len(started.earlier)} earlier messages")
             answer = NewMessage(Role.ASSISTANT, ANSWER_TEXT, CITATIONS, DEBUG, True, request_id)
             await timed("append", target.append(started.conversation_id, answer))
 
