@@ -114,6 +114,7 @@ def _build_embedder(settings: Settings) -> TextEmbedder:
         settings.embedding_model_dir,
         engine=settings.embedding_engine,
         multilingual=settings.embedding_multilingual is True,
+        precision=settings.embedding_precision,
     )
 
 

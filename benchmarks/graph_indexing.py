@@ -608,6 +608,13 @@ def run_worker(args: argparse.Namespace) -> None:
 # -- the parent: one worker per store, the JSON and the table ---------------------------------------------------
 
 
+def embedder_description() -> str:
+    """The embedder the workers use: clean_env leaves them the settings' defaults."""
+    fields = Settings.model_fields
+    engine, precision = fields["embedding_engine"].default, fields["embedding_precision"].default
+    return f"all-MiniLM-L6-v2 (local, engine {engine}, {precision})"
+
+
 def clean_env() -> dict[str, str]:
     """This environment without any variable our Settings read (a developer's NEO4J_URI, CHUNK_TOKENS, ...)."""
     names = {str(info.alias) for info in Settings.model_fields.values() if info.alias}
@@ -841,7 +848,7 @@ def main() -> None:
             "writes": args.writes,
             "rounds": args.rounds,
             "extractor": "offline",
-            "embedder": "MiniLM-L6 (local, numpy)",
+            "embedder": embedder_description(),
         },
         "stores": results,
         "peers": PEERS,

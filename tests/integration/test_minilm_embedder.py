@@ -48,6 +48,70 @@ def test_an_unknown_engine_is_refused() -> None:
         MiniLMEmbedder.load(engine="torch")
 
 
+def test_an_unknown_precision_is_refused() -> None:
+    with pytest.raises(ValueError, match="unknown embedding precision"):
+        MiniLMEmbedder.load(engine="numpy", precision="float16")
+
+
+async def test_int8_stays_close_to_float32_and_to_the_reference() -> None:
+    int8 = shared_minilm("onnx", "int8")
+    assert int8.precision == "int8"
+    texts = [*REFERENCE["sentences"], "Teutberga was a queen of Lotharingia by marriage to Lothair II.", "word " * 300]
+    quantised = await int8.embed(texts)
+    exact = await shared_minilm("onnx").embed(texts)
+    np.testing.assert_allclose(np.linalg.norm(quantised, axis=1), 1.0, atol=1e-5)
+    assert min(cosine(a, b) for a, b in zip(quantised, exact, strict=True)) > 0.98
+    assert not np.array_equal(quantised, exact)  # the int8 graph really ran
+    reference = np.asarray(REFERENCE["embeddings"], dtype=np.float32)
+    assert min(cosine(a, b) for a, b in zip(quantised, reference, strict=False)) > 0.98
+
+
+def test_the_int8_graph_quantises_every_linear_layer() -> None:
+    import onnx
+
+    config, weights = shared_minilm("numpy")._config, _model_weights()
+    kinds = [
+        node.op_type
+        for node in onnx.load_from_string(minilm_onnx.build_model_bytes(weights, config, "int8")).graph.node
+    ]
+    assert kinds.count("DynamicQuantizeMatMul") == 4 * config.layers  # qkv, out, ffn in, ffn out
+    assert "MatMul" in kinds  # attention's own products stay float32
+    exact = [node.op_type for node in onnx.load_from_string(minilm_onnx.build_model_bytes(weights, config)).graph.node]
+    assert "DynamicQuantizeMatMul" not in exact
+
+
+def test_the_numpy_engine_computes_float32_whatever_is_asked() -> None:
+    assert MiniLMEmbedder.load(engine="numpy", precision="int8").precision == "float32"
+
+
+def test_a_forward_pass_holds_at_most_its_token_budget_and_text_count() -> None:
+    embedder = shared_minilm("numpy")
+    texts = [" ".join(["word"] * n) for n in (1, 40, 3, 3, 90, 7, 12, 2, 60, 5, 5, 5, 5, 5, 5)]
+    encodings = embedder._tokenizer.encode_batch(texts)
+    small = MiniLMEmbedder(embedder._tokenizer, _model_weights(), embedder._config, batch_size=4, batch_tokens=64)
+    batches = small._batches(encodings)
+    assert sorted(row for batch in batches for row in batch) == list(range(len(texts)))
+    lengths = [[len(encodings[row].ids) for row in batch] for batch in batches]
+    assert [n for batch in lengths for n in batch] == sorted(len(e.ids) for e in encodings)  # shortest first
+    for batch in lengths:
+        assert len(batch) <= 4
+        assert len(batch) == 1 or len(batch) * max(batch) <= 64  # a longer text than the budget goes alone
+    assert any(len(batch) == 1 and batch[0] * 2 > 64 for batch in lengths)
+
+
+async def test_the_token_budget_does_not_change_the_vectors() -> None:
+    reference = shared_minilm("numpy")
+    texts = [f"Sentence {i} about orchards {'and cider ' * (i % 9)}" for i in range(23)]
+    tight = MiniLMEmbedder(reference._tokenizer, _model_weights(), reference._config, batch_size=3, batch_tokens=40)
+    np.testing.assert_allclose(await tight.embed(texts), await reference.embed(texts), atol=1e-5)
+
+
+def _model_weights() -> minilm._Weights:
+    directory = minilm.default_model_dir()
+    assert directory is not None
+    return minilm._read_weights(directory / "model.safetensors", minilm._read_config(directory).layers)
+
+
 def cosine(a: np.ndarray[Any, Any], b: np.ndarray[Any, Any]) -> float:
     return float(np.dot(a, b) / (np.linalg.norm(a) * np.linalg.norm(b)))
 
@@ -307,3 +371,14 @@ def test_the_onnx_pool_stops_spinning_when_a_run_returns(monkeypatch: pytest.Mon
     loaded = MiniLMEmbedder.load(engine="onnx")
     assert loaded.engine == "onnx"
     assert [options.get_session_config_entry("session.force_spinning_stop") for options in built] == ["1"]
+
+
+def test_the_service_embeds_in_int8_unless_configured_otherwise() -> None:
+    from backend.bootstrap import _build_embedder
+    from backend.infrastructure.config.settings import Settings
+
+    assert isinstance(default := _build_embedder(Settings(_env_file=None)), MiniLMEmbedder)
+    assert (default.engine, default.precision) == ("onnx", "int8")
+    exact = _build_embedder(Settings(_env_file=None, EMBEDDING_PRECISION="float32"))
+    assert isinstance(exact, MiniLMEmbedder)
+    assert exact.precision == "float32"

@@ -8,5 +8,5 @@ from backend.infrastructure.embeddings.minilm import MiniLMEmbedder
 
 
 @cache
-def shared_minilm(engine: str = "auto") -> MiniLMEmbedder:
-    return MiniLMEmbedder.load(engine=engine)
+def shared_minilm(engine: str = "auto", precision: str = "float32") -> MiniLMEmbedder:
+    return MiniLMEmbedder.load(engine=engine, precision=precision)

@@ -118,6 +118,8 @@ class Settings(BaseSettings):
     embedding_model_dir: Path | None = Field(None, alias="EMBEDDING_MODEL_DIR")
     # The local model's engine: onnx (onnxruntime), numpy, or auto (onnx when installed).
     embedding_engine: Literal["auto", "onnx", "numpy"] = Field("auto", alias="EMBEDDING_ENGINE")
+    # The local model's linear layers in int8 (about twice as fast, cosine ~0.994 to float32) or float32 (exact).
+    embedding_precision: Literal["int8", "float32"] = Field("int8", alias="EMBEDDING_PRECISION")
     # Whether the embedding model covers languages beyond English; unset: the provider's default (the local
     # all-MiniLM-L6-v2 is English-only, hosted models are multilingual). Searches skip vectors a model cannot make.
     embedding_multilingual: bool | None = Field(None, alias="EMBEDDING_MULTILINGUAL")

@@ -4,6 +4,11 @@ operations).
 
 The graph is built in memory from the safetensors weights at load time (well under a second), so no
 model file is downloaded or converted ahead of time.
+
+Precision "int8" quantises the weights of every linear layer per output column (symmetric, 8 bits) and runs
+each as onnxruntime's DynamicQuantizeMatMul, which quantises its activations per call. The products then use
+the CPU's integer dot-product instructions: about twice the float32 speed on the benchmark machine, with
+embeddings whose cosine to the float32 ones is about 0.994 (0.986 at worst over 1,500 2wiki passages).
 """
 
 from __future__ import annotations
@@ -19,6 +24,8 @@ if TYPE_CHECKING:
 
 _OPSET = 18
 _IR_VERSION = 9
+_CONTRIB_DOMAIN = "com.microsoft"  # onnxruntime's own operators (DynamicQuantizeMatMul)
+PRECISIONS = ("float32", "int8")
 
 
 def onnx_available() -> bool:
@@ -50,12 +57,32 @@ class _GraphBuilder:
         self.nodes.append(self._helper.make_node(kind, list(inputs), [output], **attributes))
         return output
 
+    def linear(self, x: str, name: str, weight: FloatArray, bias: FloatArray, int8: bool) -> str:
+        """x @ weight + bias; with `int8`, weights quantised per output column and activations per call."""
+        if not int8:
+            return self.op("Add", self.op("MatMul", x, self.const(name + ".w", weight)), self.const(name + ".b", bias))
+        # Symmetric: zero points are 0, so the scale maps each column's largest magnitude to 127.
+        scale = np.maximum(np.abs(weight).max(axis=0), np.float32(1e-12)) / np.float32(127.0)
+        quantised = np.clip(np.rint(weight / scale), -127, 127).astype(np.int8)
+        return self.op(
+            "DynamicQuantizeMatMul",
+            x,
+            self.const(name + ".q", quantised),
+            self.const(name + ".scale", scale.astype(np.float32)),
+            self.const(name + ".zero", np.zeros(weight.shape[1], dtype=np.int8)),
+            self.const(name + ".b", bias),
+            domain=_CONTRIB_DOMAIN,
+        )
 
-def build_model_bytes(weights: _Weights, config: _Config) -> bytes:
+
+def build_model_bytes(weights: _Weights, config: _Config, precision: str = "float32") -> bytes:
     """The serialised ONNX model: (input_ids, token_type_ids, attention_mask) → L2-normalised mean-pooled
-    sentence embeddings, shape (batch, hidden)."""
+    sentence embeddings, shape (batch, hidden). `precision`: "float32" (exact) or "int8" (see the module)."""
     from onnx import TensorProto, checker, helper
 
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown embedding precision {precision!r} (one of: {', '.join(PRECISIONS)})")
+    int8 = precision == "int8"
     g = _GraphBuilder()
     hidden, heads = config.hidden, config.heads
     head_dim = hidden // heads
@@ -86,11 +113,7 @@ def build_model_bytes(weights: _Weights, config: _Config) -> bytes:
 
     for n, layer in enumerate(weights.layers):
         p = f"layer{n}."
-
-        def linear(t: str, name: str, w: Any, b: Any) -> str:
-            return g.op("Add", g.op("MatMul", t, g.const(p + name + ".w", w)), g.const(p + name + ".b", b))  # noqa: B023
-
-        qkv = linear(x, "qkv", layer.qkv_w, layer.qkv_b)
+        qkv = g.linear(x, p + "qkv", layer.qkv_w, layer.qkv_b, int8)
         q, k, v = (g.op("Slice", qkv, g.const(p + f"s{i}", np.array([i * hidden], dtype=np.int64)),
                         g.const(p + f"e{i}", np.array([(i + 1) * hidden], dtype=np.int64)), "last_axis")
                    for i in range(3))  # fmt: skip
@@ -100,13 +123,13 @@ def build_model_bytes(weights: _Weights, config: _Config) -> bytes:
         scores = g.op("Add", g.op("Mul", g.op("MatMul", q_h, k_t), "scale"), bias)
         context = g.op("MatMul", g.op("Softmax", scores, axis=-1), v_h)
         merged = g.op("Reshape", g.op("Transpose", context, perm=[0, 2, 1, 3]), "to_hidden")
-        attended = g.op("Add", linear(merged, "out", layer.out_w, layer.out_b), x)
+        attended = g.op("Add", g.linear(merged, p + "out", layer.out_w, layer.out_b, int8), x)
         x = g.op("LayerNormalization", attended, g.const(p + "attn_ln.g", layer.attn_ln_g),
                  g.const(p + "attn_ln.b", layer.attn_ln_b), epsilon=eps)  # fmt: skip
-        inner = linear(x, "ffn_in", layer.ffn_in_w, layer.ffn_in_b)
+        inner = g.linear(x, p + "ffn_in", layer.ffn_in_w, layer.ffn_in_b, int8)
         # BERT's exact GELU: 0.5 x (1 + erf(x / √2)).
         gelu = g.op("Mul", g.op("Mul", inner, g.op("Add", "one", g.op("Erf", g.op("Mul", inner, "inv_sqrt2")))), "half")
-        out = g.op("Add", linear(gelu, "ffn_out", layer.ffn_out_w, layer.ffn_out_b), x)
+        out = g.op("Add", g.linear(gelu, p + "ffn_out", layer.ffn_out_w, layer.ffn_out_b, int8), x)
         x = g.op("LayerNormalization", out, g.const(p + "ffn_ln.g", layer.ffn_ln_g),
                  g.const(p + "ffn_ln.b", layer.ffn_ln_b), epsilon=eps)  # fmt: skip
 
@@ -126,13 +149,16 @@ def build_model_bytes(weights: _Weights, config: _Config) -> bytes:
         [helper.make_tensor_value_info("embedding", TensorProto.FLOAT, ["batch", hidden])],
         g.initialisers,
     )
-    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", _OPSET)])
+    opsets = [helper.make_opsetid("", _OPSET), helper.make_opsetid(_CONTRIB_DOMAIN, 1)]
+    model = helper.make_model(graph, opset_imports=opsets)
     model.ir_version = _IR_VERSION
     checker.check_model(model)
     return bytes(model.SerializeToString())
 
 
-def onnx_encoder(weights: _Weights, config: _Config) -> Callable[[IntArray, IntArray, FloatArray], FloatArray]:
+def onnx_encoder(
+    weights: _Weights, config: _Config, precision: str = "float32"
+) -> Callable[[IntArray, IntArray, FloatArray], FloatArray]:
     """An encoder function backed by one onnxruntime session (thread-safe: `run` may be called concurrently)."""
     import onnxruntime as ort
 
@@ -143,7 +169,8 @@ def onnx_encoder(weights: _Weights, config: _Config) -> Callable[[IntArray, IntA
     # embedding otherwise left a core spinning while the store's reads waited for it (hybrid_agent spent 149 ms
     # of CPU per question instead of 104 on the 2-core benchmark machine; indexing speed is the same).
     options.add_session_config_entry("session.force_spinning_stop", "1")
-    session = ort.InferenceSession(build_model_bytes(weights, config), options, providers=["CPUExecutionProvider"])
+    model = build_model_bytes(weights, config, precision)
+    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
 
     def encode(ids: IntArray, type_ids: IntArray, mask: FloatArray) -> FloatArray:
         feeds = {"input_ids": ids, "token_type_ids": type_ids, "attention_mask": mask}
