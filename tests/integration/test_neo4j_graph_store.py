@@ -61,6 +61,7 @@ EXPECTED_RULES = {
     "graphrag_entity_embedding",
     "graphrag_community_embedding",
 }
+VECTOR_INDEXES = {"graphrag_chunk_embedding", "graphrag_entity_embedding", "graphrag_community_embedding"}
 
 HOSTILE = [
     "x') DETACH DELETE n //",
@@ -382,6 +383,56 @@ async def test_vector_search_agrees_with_an_exact_ranking(neo4j_server: Neo4jSer
         assert [h.doc_id for h in await store.search_chunks_vector("tiny", axis(0), 5)] == ["t0"]
     finally:
         await store.close()
+
+
+async def test_a_bulk_load_rebuilds_the_vector_indexes_and_searches_find_the_same(neo4j_server: Neo4jServer) -> None:
+    store = await open_test_store(neo4j_server, exact_scan_max=2, bulk_rebuild_min_chunks=6)
+    try:
+        await store.delete_everything()
+        rng = np.random.default_rng(11)
+        vectors = [rng.standard_normal(DIM).astype(np.float32) for _ in range(8)]
+        for i, vector in enumerate(vectors):
+            await store.upsert_document("kb", simple_document("kb", f"d{i}", f"text {i}"), [vector], {})
+        query = rng.standard_normal(DIM).astype(np.float32)
+        before = [(h.chunk_id, h.score) for h in await store.search_chunks_vector("kb", query, 5)]
+        ids_before = await _vector_index_ids(neo4j_server)
+
+        assert not await store.after_bulk_load(5)  # fewer chunks than the store's minimum
+        assert await _vector_index_ids(neo4j_server) == ids_before
+        assert await store.after_bulk_load(8)
+
+        ids_after = await _vector_index_ids(neo4j_server)
+        assert set(ids_after) == set(ids_before) == VECTOR_INDEXES  # same names, online again ...
+        assert all(ids_after[name] != ids_before[name] for name in VECTOR_INDEXES)  # ... as new indexes
+        assert store.vector_index_dimensions["graphrag_chunk_embedding"] == DIM
+        after = [(h.chunk_id, h.score) for h in await store.search_chunks_vector("kb", query, 5)]
+        assert [c for c, _ in after] == [c for c, _ in before]
+        assert [s for _, s in after] == pytest.approx([s for _, s in before], abs=1e-5)
+    finally:
+        await store.close()
+
+
+async def test_a_small_load_into_a_large_index_leaves_it_be(neo4j_server: Neo4jServer) -> None:
+    store = await open_test_store(neo4j_server, bulk_rebuild_min_chunks=1)
+    try:
+        await store.delete_everything()
+        for i in range(8):
+            await store.upsert_document("kb", simple_document("kb", f"d{i}", f"text {i}"), [axis(i)], {})
+        ids_before = await _vector_index_ids(neo4j_server)
+        assert not await store.after_bulk_load(1)  # 1 of 8 chunk vectors: under a quarter of the index
+        assert await _vector_index_ids(neo4j_server) == ids_before
+        assert await store.after_bulk_load(2)
+    finally:
+        await store.close()
+
+
+async def _vector_index_ids(server: Neo4jServer) -> dict[str, int]:
+    auth = (server.user, server.password) if server.password else None
+    async with AsyncGraphDatabase.driver(server.uri, auth=auth) as driver:
+        found = await driver.execute_query(
+            "SHOW VECTOR INDEXES YIELD id, name, state WHERE state = 'ONLINE' RETURN id, name"
+        )
+    return {str(r["name"]): int(r["id"]) for r in found.records}
 
 
 async def test_one_dimension_per_kb(store: Neo4jGraphStore) -> None:

@@ -95,3 +95,9 @@ class GraphStore(GraphReader, Protocol):
         ...
 
     async def counts(self, kb: str) -> GraphCounts: ...
+
+    async def after_bulk_load(self, chunks_written: int) -> bool:
+        """A bulk load just wrote `chunks_written` chunks, their entities and a community refresh. A store
+        whose search indexes degrade under many small writes may rebuild them here (searches stay correct,
+        they may wait meanwhile); True if it did."""
+        ...

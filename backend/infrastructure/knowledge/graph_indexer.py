@@ -107,6 +107,7 @@ class GraphIndexer:
                         progress(offset, len(documents), document.title)
             if tally.added or tally.replaced:
                 await self._communities.refresh(kb.kb_prefix)
+                await self._store.after_bulk_load(tally.chunks)
         logger.info(
             "indexed kb=%s: %d added, %d unchanged, %d replaced, %d chunks, %d model calls",
             kb.kb_prefix,

@@ -142,6 +142,9 @@ class EmbeddedGraphStore:
     async def counts(self, kb: str) -> GraphCounts:
         return await self._read("counts", lambda raw: reads.counts(raw, kb))
 
+    async def after_bulk_load(self, chunks_written: int) -> bool:
+        return False  # the vectors are searched as dense matrices: nothing fragments
+
     # -- communities ----------------------------------------------------------------------------------------
 
     async def entity_graph(self, kb: str) -> EntityGraph:

@@ -380,8 +380,9 @@ WITH node AS n, score WHERE n.kb = $kb
 )
 
 # -- vector search ---------------------------------------------------------------------------------------------
-# Scores are cosines: vector.similarity.cosine() gives (1 + cos) / 2. A node whose vector was zero has no
-# `embedding` and scores 0, as in the embedded store. `$level` is null except for communities.
+# Scores are cosines: vector.similarity.cosine() and a cosine index's score are (1 + cos) / 2 (the index's
+# own score spares reading each candidate's vector again). A node whose vector was zero has no `embedding`
+# and scores 0, as in the embedded store. `$level` is null except for communities.
 
 
 def _vector_probe(label: str) -> str:
@@ -413,15 +414,18 @@ LIMIT $limit
 def _vector_indexed(index: str, fields: str) -> str:
     return (
         f"""
-CALL db.index.vector.queryNodes('{index}', $k, $vector) YIELD node
-WITH node AS n WHERE n.kb = $kb AND ($level IS NULL OR n.level = $level)
-WITH n, 2.0 * vector.similarity.cosine(n.embedding, $vector) - 1.0 AS score
+CALL db.index.vector.queryNodes('{index}', $k, $vector) YIELD node, score AS similarity
+WITH node AS n, similarity WHERE n.kb = $kb AND ($level IS NULL OR n.level = $level)
+WITH n, 2.0 * similarity - 1.0 AS score
 ORDER BY score DESC, n.id
 LIMIT $limit
 """
         + fields
     )
 
+
+# Every KB's chunk vectors: the chunk vector index's size (after_bulk_load).
+COUNT_CHUNK_VECTORS: Final = "MATCH (n:Chunk) WHERE n.embedding IS NOT NULL RETURN count(n) AS vectors"
 
 CHUNK_VECTOR_PROBE: Final = _vector_probe("Chunk")
 CHUNK_VECTOR_EXACT: Final = _vector_exact("Chunk", _CHUNK_FIELDS)

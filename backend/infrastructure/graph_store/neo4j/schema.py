@@ -13,7 +13,7 @@ import logging
 from collections.abc import Mapping
 from typing import Final, LiteralString
 
-from neo4j import AsyncDriver
+from neo4j import AsyncDriver, AsyncManagedTransaction
 from neo4j.exceptions import ClientError
 
 from backend.infrastructure.graph_store.neo4j import queries as q
@@ -141,6 +141,27 @@ async def ensure_schema(driver: AsyncDriver, database: str | None, dimension: in
                 index,
             )
     return dimensions
+
+
+async def rebuild_vector_indexes(driver: AsyncDriver, database: str | None, dimensions: Mapping[str, int]) -> None:
+    """Drop and re-create the given vector indexes (name → dimension) in one schema transaction, then wait
+    until they are online.
+
+    Neo4j's vector index grows by one small Lucene segment per write transaction, and a query searches every
+    segment: after 6,119 one-document transactions (2wiki) a 50-nearest query on the 7,110 chunk vectors took
+    29 ms, 6 ms once rebuilt; on the 46,157 entity vectors 14 ms, 9 ms rebuilt. A rebuilt index is populated
+    in bulk (2.5 s and 12 s there). In one transaction the index never goes missing: a query meanwhile waits
+    for the population, then searches the new index.
+    """
+
+    async def rebuild(tx: AsyncManagedTransaction) -> None:
+        for index, dimension in dimensions.items():
+            await (await tx.run("DROP INDEX $name IF EXISTS", {"name": index})).consume()
+            await (await tx.run(vector_index_statement(index, _VECTOR_INDEXES[index], dimension))).consume()
+
+    async with driver.session(database=database) as session:
+        await session.execute_write(rebuild)
+    await driver.execute_query("CALL db.awaitIndexes($seconds)", {"seconds": INDEX_WAIT_S}, database_=database)
 
 
 async def _create(driver: AsyncDriver, database: str | None, statement: LiteralString) -> None:

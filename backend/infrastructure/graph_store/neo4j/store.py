@@ -14,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import time
 from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
@@ -61,7 +62,7 @@ from backend.infrastructure.graph_store.neo4j.params import (
     node_uid,
     source_key,
 )
-from backend.infrastructure.graph_store.neo4j.schema import ensure_schema
+from backend.infrastructure.graph_store.neo4j.schema import ensure_schema, rebuild_vector_indexes
 from backend.infrastructure.graph_store.port import GraphCounts
 
 T = TypeVar("T")
@@ -72,6 +73,7 @@ MAX_LIMIT: Final = 1000  # no search or listing returns more rows than this, wha
 # each on a 2-core machine), an index query costs about 17–22 ms whatever the KB's size: they break even
 # near 300 (2wiki, 520 chunks: scan 27 ms, index 17 ms).
 EXACT_SCAN_MAX: Final = 300
+BULK_REBUILD_MIN_CHUNKS: Final = 1_000  # after_bulk_load: smaller loads leave the vector indexes as they are
 _MAX_QUERY_TERMS: Final = 64  # bounds the cost of one fulltext search
 # The vector index is shared by every KB, so it is asked for more candidates than `limit`: first a few (the
 # usual case, one KB or a large one: an index query costs more the more it is asked for, 22 ms for 60
@@ -129,6 +131,16 @@ class _VectorKind:
     exact: LiteralString
     indexed: LiteralString
 
+
+@dataclass(frozen=True, slots=True)
+class _VectorSet:
+    """What a probe found of one KB's vectors of one kind: more than exact_scan_max? and their dimension."""
+
+    large: bool
+    dimension: int | None
+
+
+_LARGE_SET_MEMORY_S: Final = 60.0  # how long a large vector set skips its probe (a KB that shrank: ≤ 60 s)
 
 _CHUNKS = _VectorKind("chunk", q.CHUNK_VECTOR_INDEX, q.CHUNK_VECTOR_PROBE, q.CHUNK_VECTOR_EXACT, q.CHUNK_VECTOR_INDEXED)
 _ENTITIES = _VectorKind(
@@ -221,6 +233,7 @@ class Neo4jGraphStore:
         secrets: tuple[str, ...] = (),
         community_batches: BatchLimits = DEFAULT_BATCHES,
         max_retry_time_s: float = 15.0,
+        bulk_rebuild_min_chunks: int = BULK_REBUILD_MIN_CHUNKS,
     ) -> None:
         self._driver = driver
         self._max_retry_time_s = max_retry_time_s
@@ -232,6 +245,9 @@ class Neo4jGraphStore:
         self._server = server
         self._index_dimensions = dict(index_dimensions or {})
         self._exact_scan_max = exact_scan_max
+        self._bulk_rebuild_min_chunks = bulk_rebuild_min_chunks
+        # (kind, kb, level) → a probe that found more vectors than exact_scan_max, and until when to trust it.
+        self._large_vector_sets: dict[tuple[str, str, int | None], tuple[_VectorSet, float]] = {}
         self._secrets = secrets
         self._closed = False
 
@@ -249,6 +265,7 @@ class Neo4jGraphStore:
         exact_scan_max: int = EXACT_SCAN_MAX,
         community_batches: BatchLimits = DEFAULT_BATCHES,
         lazy: bool = False,
+        bulk_rebuild_min_chunks: int = BULK_REBUILD_MIN_CHUNKS,
     ) -> Neo4jGraphStore:
         """Connect, create the schema if needed (idempotent) and return the store.
 
@@ -283,6 +300,7 @@ class Neo4jGraphStore:
             secrets=secrets,
             community_batches=community_batches,
             max_retry_time_s=max_retry_time_s,
+            bulk_rebuild_min_chunks=bulk_rebuild_min_chunks,
         )
         store._pending_dimension = embedding_dimension
         try:
@@ -387,6 +405,28 @@ class Neo4jGraphStore:
     async def delete_document(self, kb: str, doc_id: str) -> bool:
         return await self._write("delete_document", lambda tx: writes.delete_document(tx, kb, doc_id))
 
+    async def after_bulk_load(self, chunks_written: int) -> bool:
+        """Rebuild the vector indexes (schema.rebuild_vector_indexes) when the load wrote at least
+        `bulk_rebuild_min_chunks` chunks and a quarter of all chunk vectors stored: rebuilding costs time in
+        proportion to the whole index (shared by every KB), so a small load into a large index leaves it be."""
+        if chunks_written < self._bulk_rebuild_min_chunks:
+            return False
+        [stored] = await self._read("count_chunk_vectors", q.COUNT_CHUNK_VECTORS)
+        if not self._index_dimensions or chunks_written * 4 < int(stored["vectors"]):
+            return False
+        started = time.perf_counter()
+        await self._ready()
+        with self._translated("rebuild_vector_indexes"):
+            await rebuild_vector_indexes(self._driver, self._database, self._index_dimensions)
+        _log.info(
+            "rebuilt Neo4j vector indexes %s after a bulk load of %d chunks (%d chunk vectors in all) in %.1f s",
+            ", ".join(sorted(self._index_dimensions)),
+            chunks_written,
+            stored["vectors"],
+            time.perf_counter() - started,
+        )
+        return True
+
     async def counts(self, kb: str) -> GraphCounts:
         found = (await self._read("counts", q.COUNTS, **kb_scope(kb)))[0]
         return GraphCounts(
@@ -457,25 +497,41 @@ class Neo4jGraphStore:
     async def _vector_search(
         self, kind: _VectorKind, kb: str, embedding: Vector, limit: int, level: int | None = None
     ) -> list[Record]:
+        """Auto-commit reads, a round trip each: the probe (how many vectors the KB has, of which dimension;
+        skipped while a large set is remembered), then index passes, then the exact scan if they found too
+        few. The probe only chooses the plan, so it need not share a snapshot with the search."""
         vector, limit = _unit(embedding), _limit(limit)
         if vector is None or limit == 0:
             return []
-        params: dict[str, Any] = {**kb_scope(kb), "level": level, "vector": vector, "limit": limit}
+        operation = f"search_{kind.name}_vector"
+        vectors = await self._probe(operation, kind, kb, level)
+        if vectors is None:
+            return []
+        self._check_query_dimension(kind, kb, vectors.dimension, len(vector))
+        params = {**kb_scope(kb), "level": level, "vector": vector, "limit": limit}
+        if vectors.large and self._index_dimensions.get(kind.index) == len(vector):
+            for times, at_least in _CANDIDATE_PASSES:
+                k = min(max(limit * times, at_least), _MAX_CANDIDATES)
+                found = await self._read(operation, kind.indexed, k=k, **params)
+                if len(found) >= limit:
+                    return _best_first(found)
+        return _best_first(await self._read(operation, kind.exact, **params))
 
-        async def search(tx: AsyncManagedTransaction) -> list[Record]:
-            probe = (await writes.run(tx, kind.probe, **kb_scope(kb), level=level, cap=self._exact_scan_max + 1))[0]
-            if probe["size"] == 0:
-                return []
-            self._check_query_dimension(kind, kb, probe["dimension"], len(vector))
-            if probe["size"] > self._exact_scan_max and self._index_dimensions.get(kind.index) == len(vector):
-                for times, at_least in _CANDIDATE_PASSES:
-                    k = min(max(limit * times, at_least), _MAX_CANDIDATES)
-                    found = await writes.run(tx, kind.indexed, k=k, **params)
-                    if len(found) >= limit:
-                        return found
-            return await writes.run(tx, kind.exact, **params)
-
-        return _best_first(await self._read_transaction(f"search_{kind.name}_vector", search))
+    async def _probe(self, operation: str, kind: _VectorKind, kb: str, level: int | None) -> _VectorSet | None:
+        """The KB's vectors of this kind (None: it has none). A large set is remembered for a while: searching
+        it through the index is right whatever happened since (passes that find too few fall through to the
+        exact scan), so only the probe's round trip is saved; an empty or small set could grow any moment."""
+        key = (kind.name, kb, level)
+        remembered = self._large_vector_sets.get(key)
+        if remembered is not None and remembered[1] > time.monotonic():
+            return remembered[0]
+        [probe] = await self._read(operation, kind.probe, **kb_scope(kb), level=level, cap=self._exact_scan_max + 1)
+        if probe["size"] == 0:
+            return None
+        found = _VectorSet(probe["size"] > self._exact_scan_max, probe["dimension"])
+        if found.large:
+            self._large_vector_sets[key] = (found, time.monotonic() + _LARGE_SET_MEMORY_S)
+        return found
 
     @staticmethod
     def _check_query_dimension(kind: _VectorKind, kb: str, stored: int | None, asked: int) -> None:
@@ -573,12 +629,6 @@ class Neo4jGraphStore:
                         result = await session.run(Query(statement), params)
                         return [record async for record in result]
         raise AssertionError("unreachable: tenacity either returns an attempt's result or raises")
-
-    async def _read_transaction(self, operation: str, work: Callable[[AsyncManagedTransaction], Awaitable[T]]) -> T:
-        await self._ready()
-        with self._translated(operation):
-            async with self._session() as session:
-                return await session.execute_read(work)
 
     async def _write(self, operation: str, work: Callable[[AsyncManagedTransaction], Awaitable[T]]) -> T:
         await self._ready()
