@@ -9,6 +9,7 @@ import numpy.typing as npt
 import pytest
 
 from backend.application.ports.ingestion import SourceDocument
+from backend.domain.errors import StoreUnavailable
 from backend.domain.graph import ChunkRecord, DocumentRecord
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent import ids
@@ -169,3 +170,34 @@ async def test_text_the_embedder_does_not_cover_is_indexed_without_vectors(graph
     # The Chinese chunks are still found by their words.
     hits = await graph_store.search_chunks_fulltext(KB.kb_prefix, "长城 山海关", 5)
     assert {hit.title for hit in hits} == {"长城"}
+
+
+async def test_the_store_hears_of_each_load_that_wrote_documents(
+    graph_store: GraphStore, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    heard: list[int] = []
+    real = graph_store.after_bulk_load
+
+    async def spy(chunks_written: int) -> bool:
+        heard.append(chunks_written)
+        return await real(chunks_written)
+
+    monkeypatch.setattr(graph_store, "after_bulk_load", spy)
+    indexer = make_indexer(graph_store, HashEmbedder())
+    report = await indexer.index(KB, [ADA, GRACE])
+    assert heard == [report.chunks_written] and report.chunks_written >= 2
+    await indexer.index(KB, [ADA, GRACE])  # nothing new: nothing to tidy
+    assert heard == [report.chunks_written]
+
+
+async def test_a_failed_index_rebuild_does_not_fail_the_load(
+    graph_store: GraphStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    async def refuse(chunks_written: int) -> bool:
+        raise StoreUnavailable("rebuild refused")
+
+    monkeypatch.setattr(graph_store, "after_bulk_load", refuse)
+    report = await make_indexer(graph_store, HashEmbedder()).index(KB, [ADA, ALAN])
+    assert report.documents_added == 2
+    assert (await graph_store.counts(KB.kb_prefix)).documents == 2
+    assert "rebuild refused" in caplog.text

@@ -16,6 +16,7 @@ from typing import Protocol
 import numpy as np
 
 from backend.application.ports.ingestion import IndexReport, ProgressCallback, SourceDocument
+from backend.domain.errors import StoreUnavailable
 from backend.domain.graph import ChunkRecord, DocumentGraph, DocumentRecord, EntityMention
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent import ids
@@ -107,7 +108,7 @@ class GraphIndexer:
                         progress(offset, len(documents), document.title)
             if tally.added or tally.replaced:
                 await self._communities.refresh(kb.kb_prefix)
-                await self._store.after_bulk_load(tally.chunks)
+                await self._after_bulk_load(tally.chunks)
         logger.info(
             "indexed kb=%s: %d added, %d unchanged, %d replaced, %d chunks, %d model calls",
             kb.kb_prefix,
@@ -118,6 +119,14 @@ class GraphIndexer:
             tally.model_calls,
         )
         return tally.report(doc_ids)
+
+    async def _after_bulk_load(self, chunks_written: int) -> None:
+        """Let the store tidy its search indexes. The documents are written by then, so a failure here only
+        leaves searches slower than they could be: logged, not raised."""
+        try:
+            await self._store.after_bulk_load(chunks_written)
+        except StoreUnavailable as error:
+            logger.warning("the store could not rebuild its search indexes after a bulk load: %s", error.message)
 
     async def _index_batch(self, kb: str, batch: Sequence[SourceDocument], tally: _Tally) -> list[str]:
         """Prepare every document of the batch, embed them in two calls, then write one by one.
