@@ -33,7 +33,7 @@ from backend.graphrag_agent import ids
 from backend.graphrag_agent.ports import Vector
 from backend.infrastructure.graph_store.embedded import EmbeddedGraphStore
 from backend.infrastructure.graph_store.merge import merge_entity, merge_relation, relation_key
-from backend.infrastructure.graph_store.port import GraphCounts, GraphStore
+from backend.infrastructure.graph_store.port import DocumentWrite, GraphCounts, GraphStore
 
 KB = "orchard"
 OTHER_KB = "meadow"
@@ -329,6 +329,39 @@ async def test_entities_are_merged_over_documents(orchard: GraphStore) -> None:
     assert entities[0].mention_count == 2
     blossom = (await orchard.get_entities(KB, [eid(KB, "Blossom")]))[0]
     assert (blossom.name, blossom.type, blossom.mention_count) == ("Blossom", "other", 1)
+
+
+def as_write(doc: Doc) -> DocumentWrite:
+    return DocumentWrite(doc.graph, doc.chunk_vectors, doc.entity_vectors)
+
+
+async def test_a_batch_writes_what_writing_one_by_one_writes(graph_store: GraphStore) -> None:
+    await graph_store.upsert_documents(KB, [as_write(cider()), as_write(bees())])
+    assert await graph_store.counts(KB) == GraphCounts(documents=2, chunks=4, entities=7, relations=5, communities=0)
+    names = sorted(ENTITY_AXES, key=str)
+    entities = await graph_store.get_entities(KB, [eid(KB, n.capitalize()) for n in names])
+    # Mentions of one entity in two documents of the batch are merged as if written one after the other.
+    assert entities == [merged_entity(KB, n.capitalize(), cider(), bees()) for n in names]
+    assert entities[names.index("apple")].mention_count == 3
+    relations = await graph_store.relations_of(KB, [eid(KB, n.capitalize()) for n in names], 10)
+    expected = [merged_relation(KB, a, b, cider(), bees()) for a, b in ALL_PAIRS]
+    assert sorted(relations, key=lambda r: (r.source_id, r.target_id)) == sorted(
+        expected, key=lambda r: (r.source_id, r.target_id)
+    )
+    await graph_store.upsert_documents(KB, [])  # nothing to write
+    assert (await graph_store.counts(KB)).documents == 2
+
+
+async def test_a_later_document_of_a_batch_replaces_an_earlier_one_with_its_id(graph_store: GraphStore) -> None:
+    first = cider()
+    second = build(
+        KB, "Making perry", [ChunkSpec("Pears are pressed at the mill.", axis(1), (MILL_PRESS,))], doc_id=first.doc_id
+    )
+    await graph_store.upsert_documents(KB, [as_write(first), as_write(second)])
+    assert await graph_store.counts(KB) == GraphCounts(documents=1, chunks=1, entities=1, relations=0, communities=0)
+    stored = await graph_store.get_document(KB, first.doc_id)
+    assert stored is not None and stored.title == "Making perry"
+    assert await graph_store.existing_entity_ids(KB, [eid(KB, "Apple"), eid(KB, "Mill")]) == {eid(KB, "Mill")}
 
 
 async def test_existing_entity_ids(orchard: GraphStore) -> None:

@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
+from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -32,7 +33,8 @@ from backend.infrastructure.graph_store.merge import merge_entity, merge_relatio
 from backend.infrastructure.graph_store.neo4j import Neo4jGraphStore
 from backend.infrastructure.graph_store.neo4j.community_refresh import BatchLimits
 from backend.infrastructure.graph_store.neo4j.errors import DRIVER_ERRORS, store_unavailable
-from backend.infrastructure.graph_store.neo4j.store import lucene_query
+from backend.infrastructure.graph_store.neo4j.params import DocumentParams, document_params
+from backend.infrastructure.graph_store.neo4j.store import _groups_of_chunks, lucene_query
 from backend.infrastructure.graph_store.port import GraphCounts
 from tests.support.neo4j import TEST_EMBEDDING_DIMENSION, Neo4jServer, open_test_store
 from tests.support.tcp_forwarder import TcpForwarder, closed_port
@@ -433,6 +435,21 @@ async def _vector_index_ids(server: Neo4jServer) -> dict[str, int]:
             "SHOW VECTOR INDEXES YIELD id, name, state WHERE state = 'ONLINE' RETURN id, name"
         )
     return {str(r["name"]): int(r["id"]) for r in found.records}
+
+
+def test_a_batch_is_written_in_groups_of_a_bounded_number_of_chunks() -> None:
+    def params(doc_id: str, chunks: int) -> DocumentParams:
+        written = document_params("kb", simple_document("kb", doc_id, "text"), [axis(0)], {})
+        return replace(written, chunks=[{}] * chunks)
+
+    batch = [params("a", 3), params("b", 4), params("c", 9), params("d", 1), params("e", 2)]
+    groups = _groups_of_chunks(batch, 8)
+    assert [[p.uid for p in group] for group in groups] == [
+        [batch[0].uid, batch[1].uid],  # 7 chunks
+        [batch[2].uid],  # 9: over the bound, alone
+        [batch[3].uid, batch[4].uid],
+    ]
+    assert _groups_of_chunks([], 8) == []
 
 
 async def test_one_dimension_per_kb(store: Neo4jGraphStore) -> None:

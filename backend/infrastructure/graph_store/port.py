@@ -10,7 +10,8 @@ Rules every adapter follows:
   KBs without either seeing the other.
 - `upsert_document` writes one document's whole contribution in one transaction: a reader sees all
   of it or none of it. Entities are merged by id across documents; relations by their unordered
-  pair of entity ids.
+  pair of entity ids. `upsert_documents` writes several the same way, each still all-or-none; a store
+  may group them into fewer transactions (it saves Neo4j a commit and a merge per document).
 - `delete_document` removes the document, its chunks and their mentions; entities and relations
   left without any mention are removed with their community memberships; the merged description,
   type and weight of what remains are recomputed from the remaining mentions.
@@ -26,6 +27,15 @@ from typing import Protocol
 from backend.domain.graph import CommunityRecord, DocumentGraph, DocumentRecord, EntityGraph
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.ports import GraphReader, Vector
+
+
+@dataclass(frozen=True, slots=True)
+class DocumentWrite:
+    """One document for `upsert_documents`: as the arguments of `upsert_document`."""
+
+    graph: DocumentGraph
+    chunk_vectors: Sequence[Vector]
+    entity_vectors: Mapping[str, Vector]
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,6 +84,10 @@ class GraphStore(GraphReader, Protocol):
         """Write a document atomically. `chunk_vectors[i]` belongs to `graph.chunks[i]`;
         `entity_vectors` holds vectors for entities new to the KB (existing ones keep theirs).
         Writing a document whose id already exists in the KB replaces it."""
+        ...
+
+    async def upsert_documents(self, kb: str, documents: Sequence[DocumentWrite]) -> None:
+        """`upsert_document` for each, in order (a later one with the same id replaces an earlier one)."""
         ...
 
     async def delete_document(self, kb: str, doc_id: str) -> bool:

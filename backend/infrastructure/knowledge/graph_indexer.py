@@ -23,7 +23,7 @@ from backend.graphrag_agent import ids
 from backend.graphrag_agent.chunking import chunk_text
 from backend.graphrag_agent.extraction.base import Extraction, Extractor
 from backend.graphrag_agent.ports import TextEmbedder, Vector
-from backend.infrastructure.graph_store.port import GraphStore
+from backend.infrastructure.graph_store.port import DocumentWrite, GraphStore
 from backend.infrastructure.knowledge.locks import KbLocks
 
 logger = logging.getLogger(__name__)
@@ -58,6 +58,15 @@ class _Tally:
     entity_mentions: int = 0
     relation_mentions: int = 0
     model_calls: int = 0
+
+    def count(self, work: _Prepared, extraction: Extraction) -> None:
+        """A document written (and the older versions it replaced deleted)."""
+        self.added += 1
+        self.replaced += len(work.outdated)
+        self.chunks += len(work.chunks)
+        self.entity_mentions += len(extraction.entity_mentions)
+        self.relation_mentions += len(extraction.relation_mentions)
+        self.model_calls += extraction.model_calls
 
     def report(self, doc_ids: Sequence[str]) -> IndexReport:
         return IndexReport(
@@ -129,7 +138,7 @@ class GraphIndexer:
             logger.warning("the store could not rebuild its search indexes after a bulk load: %s", error.message)
 
     async def _index_batch(self, kb: str, batch: Sequence[SourceDocument], tally: _Tally) -> list[str]:
-        """Prepare every document of the batch, embed them in two calls, then write one by one.
+        """Prepare every document of the batch, embed them in two calls, then write them in one store call.
 
         Small documents (a passage, a chat message) cost little each; what they share is the
         embedder's per-call overhead, which batching across documents pays once.
@@ -150,11 +159,19 @@ class GraphIndexer:
             [f"{work.record.title}\n{chunk.text}" for work in prepared.values() for chunk in work.chunks]
         )
         entity_vectors = await self._new_entity_vectors(kb, extractions)
+        documents: list[DocumentWrite] = []
         offset = 0
         for work, extraction in zip(prepared.values(), extractions, strict=True):
-            vectors = chunk_vectors[offset : offset + len(work.chunks)]
+            graph = DocumentGraph(work.record, work.chunks, extraction.entity_mentions, extraction.relation_mentions)
+            mentioned = {mention.entity_id for mention in extraction.entity_mentions}
+            offered = {entity_id: entity_vectors[entity_id] for entity_id in mentioned if entity_id in entity_vectors}
+            documents.append(DocumentWrite(graph, chunk_vectors[offset : offset + len(work.chunks)], offered))
             offset += len(work.chunks)
-            await self._write(kb, work, extraction, vectors, entity_vectors, tally)
+        await self._store.upsert_documents(kb, documents)
+        for work, extraction in zip(prepared.values(), extractions, strict=True):
+            for old in work.outdated:
+                await self._store.delete_document(kb, old)
+            tally.count(work, extraction)
         return doc_ids
 
     async def _prepare(self, kb: str, document: SourceDocument) -> tuple[str, _Prepared | None]:
@@ -168,28 +185,6 @@ class GraphIndexer:
         chunks = self._chunks(kb, doc_id, text)
         record = DocumentRecord(doc_id, title, dict(document.metadata), document.source, chunk_count=len(chunks))
         return doc_id, _Prepared(record, tuple(chunks), tuple(outdated))
-
-    async def _write(
-        self,
-        kb: str,
-        work: _Prepared,
-        extraction: Extraction,
-        chunk_vectors: Sequence[Vector],
-        entity_vectors: dict[str, Vector],
-        tally: _Tally,
-    ) -> None:
-        graph = DocumentGraph(work.record, work.chunks, extraction.entity_mentions, extraction.relation_mentions)
-        mentioned = {mention.entity_id for mention in extraction.entity_mentions}
-        offered = {entity_id: entity_vectors[entity_id] for entity_id in mentioned if entity_id in entity_vectors}
-        await self._store.upsert_document(kb, graph, chunk_vectors, offered)
-        for old in work.outdated:
-            await self._store.delete_document(kb, old)
-        tally.added += 1
-        tally.replaced += len(work.outdated)
-        tally.chunks += len(work.chunks)
-        tally.entity_mentions += len(extraction.entity_mentions)
-        tally.relation_mentions += len(extraction.relation_mentions)
-        tally.model_calls += extraction.model_calls
 
     async def _previous_versions(self, kb: str, source: str) -> list[DocumentRecord]:
         return await self._store.find_documents_by_source(kb, source) if source else []

@@ -41,7 +41,7 @@ from backend.infrastructure.graph_store.embedded.connection import (
 from backend.infrastructure.graph_store.embedded.rows import community_rows, document_rows
 from backend.infrastructure.graph_store.embedded.schema import create_schema
 from backend.infrastructure.graph_store.embedded.vectors import VectorCache, unit_query
-from backend.infrastructure.graph_store.port import GraphCounts
+from backend.infrastructure.graph_store.port import DocumentWrite, GraphCounts
 
 T = TypeVar("T")
 
@@ -133,6 +133,14 @@ class EmbeddedGraphStore:
         # Checking and tokenising a long document is CPU work: keep it off the event loop.
         rows = await asyncio.to_thread(document_rows, kb, graph, chunk_vectors, entity_vectors)
         await self._write("upsert_document", lambda raw: writes.write_document(raw, rows), kb, writes.DOCUMENT_KINDS)
+
+    async def upsert_documents(self, kb: str, documents: Sequence[DocumentWrite]) -> None:
+        if not documents:
+            return
+        batch = await asyncio.to_thread(
+            lambda: [document_rows(kb, d.graph, d.chunk_vectors, d.entity_vectors) for d in documents]
+        )
+        await self._write("upsert_documents", lambda raw: writes.write_documents(raw, batch), kb, writes.DOCUMENT_KINDS)
 
     async def delete_document(self, kb: str, doc_id: str) -> bool:
         return await self._write(

@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sqlite3
 from collections import defaultdict
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 
 from backend.domain.errors import InvalidRequest
 from backend.domain.graph import EntityMention, RelationMention
@@ -56,6 +56,12 @@ def write_document(raw: sqlite3.Connection, rows: DocumentRows) -> None:
     _merge_entities(raw, kb, entity_ids, rows.entity_vectors)
     _merge_relations(raw, kb, relation_keys)
     bump_revisions(raw, kb, DOCUMENT_KINDS)
+
+
+def write_documents(raw: sqlite3.Connection, batch: Sequence[DocumentRows]) -> None:
+    """`write_document` for each, in one transaction (the caller's): one commit for the batch."""
+    for rows in batch:
+        write_document(raw, rows)
 
 
 def delete_document(raw: sqlite3.Connection, kb: str, doc_id: str) -> bool:

@@ -86,7 +86,7 @@ RETURN COLLECT { MATCH (e:Entity {kbt: $kbt}) WHERE e.kb = $kb RETURN e.id } AS 
         MATCH (a:Entity {kbt: $kbt})-[r:RELATED]->(b:Entity) WHERE a.kb = $kb RETURN [a.id, b.id, r.weight]
     } AS edges"""
 
-# -- writing a document (one transaction of three statements: see writes.py) -------------------------------------
+# -- writing documents (per document a lock and a write, then one merge per batch: see writes.py) --------------
 
 # What a write must know first: is the document there (with what), and the KB's embedding dimensions
 # (the document's own chunks excluded: they are about to be replaced). Read under the document's write
@@ -127,7 +127,7 @@ CALL () { MATCH (c:Chunk)-[:PART_OF]->(:Document {uid: $uid}) DETACH DELETE c }
 """
 
 # The mentions that remain for the entities and relations a write touched ($entity_uids, $pairs): the
-# input of the merge rules, read in the statement that changed them.
+# input of the merge rules, read in the transaction that changed them, under its locks.
 _MERGE_INPUTS = """
 RETURN COLLECT {
         UNWIND $entity_uids AS uid
@@ -179,9 +179,11 @@ CALL () {
     CREATE (m:RelationMention)
     SET m = row, m.kb = $kb
 }
-WITH DISTINCT true AS done"""
-    + _MERGE_INPUTS
+RETURN DISTINCT true AS written"""
 )
+
+# Read once after a batch of WRITE_DOCUMENTs: a hub entity's mentions are read once per batch, not per document.
+MERGE_INPUTS: Final = _MERGE_INPUTS
 
 # Write locks on the entities a delete touches, taken (in id order) before their remaining mentions are read:
 # two deletes that share an entity or relation would otherwise each merge what they saw before the other's

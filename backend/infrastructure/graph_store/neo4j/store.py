@@ -19,6 +19,7 @@ from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
+from functools import partial
 from typing import Any, Final, LiteralString, TypeVar
 from urllib.parse import urlsplit
 
@@ -55,6 +56,7 @@ from backend.infrastructure.graph_store.neo4j.community_refresh import DEFAULT_B
 from backend.infrastructure.graph_store.neo4j.errors import DRIVER_ERRORS, public_uri, store_unavailable
 from backend.infrastructure.graph_store.neo4j.params import (
     MAX_TERM_CHARS,
+    DocumentParams,
     community_params,
     document_params,
     kb_scope,
@@ -63,7 +65,7 @@ from backend.infrastructure.graph_store.neo4j.params import (
     source_key,
 )
 from backend.infrastructure.graph_store.neo4j.schema import ensure_schema, rebuild_vector_indexes
-from backend.infrastructure.graph_store.port import GraphCounts
+from backend.infrastructure.graph_store.port import DocumentWrite, GraphCounts
 
 T = TypeVar("T")
 _log = logging.getLogger(__name__)
@@ -73,6 +75,9 @@ MAX_LIMIT: Final = 1000  # no search or listing returns more rows than this, wha
 # each on a 2-core machine), an index query costs about 17–22 ms whatever the KB's size: they break even
 # near 300 (2wiki, 520 chunks: scan 27 ms, index 17 ms).
 EXACT_SCAN_MAX: Final = 300
+# Chunks per write transaction of `upsert_documents`: 2wiki's 64-passage indexer batches (about 75 chunks) fit
+# in one; a few hundred long-document chunks with their mentions stay well inside Neo4j's transaction memory.
+WRITE_BATCH_CHUNKS: Final = 500
 BULK_REBUILD_MIN_CHUNKS: Final = 1_000  # after_bulk_load: smaller loads leave the vector indexes as they are
 _MAX_QUERY_TERMS: Final = 64  # bounds the cost of one fulltext search
 # The vector index is shared by every KB, so it is asked for more candidates than `limit`: first a few (the
@@ -204,6 +209,19 @@ def _knowledge_base(record: Record) -> KnowledgeBase:
         sources=tuple(record["sources"] or ()),
         handler=record["handler"],
     )
+
+
+def _groups_of_chunks(batch: Sequence[DocumentParams], most: int) -> list[list[DocumentParams]]:
+    """Consecutive groups of at most `most` chunks in all (a larger document is a group of its own)."""
+    groups: list[list[DocumentParams]] = []
+    size = 0
+    for params in batch:
+        if not groups or size + len(params.chunks) > most:
+            groups.append([])
+            size = 0
+        groups[-1].append(params)
+        size += len(params.chunks)
+    return groups
 
 
 def _best_first(records: Sequence[Record]) -> list[Record]:
@@ -400,7 +418,14 @@ class Neo4jGraphStore:
         entity_vectors: Mapping[str, Vector],
     ) -> None:
         params = document_params(kb, graph, chunk_vectors, entity_vectors)
-        await self._write("upsert_document", lambda tx: writes.write_document(tx, params))
+        await self._write("upsert_document", lambda tx: writes.write_documents(tx, [params]))
+
+    async def upsert_documents(self, kb: str, documents: Sequence[DocumentWrite]) -> None:
+        """Documents grouped into transactions of up to WRITE_BATCH_CHUNKS chunks: each group pays one commit
+        and one merge (a hub entity's mentions are read once per group instead of once per document)."""
+        params = [document_params(kb, d.graph, d.chunk_vectors, d.entity_vectors) for d in documents]
+        for group in _groups_of_chunks(params, WRITE_BATCH_CHUNKS):
+            await self._write("upsert_documents", partial(writes.write_documents, batch=group))
 
     async def delete_document(self, kb: str, doc_id: str) -> bool:
         return await self._write("delete_document", lambda tx: writes.delete_document(tx, kb, doc_id))

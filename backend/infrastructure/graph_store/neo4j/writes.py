@@ -34,31 +34,38 @@ async def run(tx: AsyncManagedTransaction, query: LiteralString, **params: Any) 
 # -- documents ---------------------------------------------------------------------------------------------------
 
 
-async def write_document(tx: AsyncManagedTransaction, p: DocumentParams) -> None:
-    """Replace the document (if stored) by `p`, then re-merge every entity and relation either touches.
-
-    Three statements: the state before, the write itself (returning what the merge rules need), the merge.
-    """
-    [state] = await run(tx, q.LOCK_DOCUMENT_FOR_WRITE, uid=p.uid, **kb_scope(p.kb))
-    _check_dimension(p.kb, "chunk", state["chunk_dimension"], p.chunk_dimension)
-    _check_dimension(p.kb, "entity", state["entity_dimension"], p.entity_dimension)
-    entity_ids = set(p.entity_ids).union(state["entity_ids"])
-    pairs = _pair_keys(p.kb, set(p.relation_pairs).union((s, t) for s, t in state["pairs"]))
-    [inputs] = await run(
-        tx,
-        q.WRITE_DOCUMENT,
-        **kb_scope(p.kb),
-        uid=p.uid,
-        doc={**p.document, "created_at": p.document["created_at"] or state["created_at"] or utc_timestamp()},
-        chunks=p.chunks,
-        next=p.next,
-        entities=p.entities,
-        mentions=p.mentions,
-        relation_mentions=p.relation_mentions,
-        entity_uids=[node_uid(p.kb, e) for e in sorted(entity_ids)],
-        pairs=sorted(pairs),
-    )
-    await _apply_merges(tx, p.kb, inputs, pairs)
+async def write_documents(tx: AsyncManagedTransaction, batch: Sequence[DocumentParams]) -> None:
+    """Replace each document (if stored) by its params, in order, then re-merge every entity and relation any
+    of them touched, once: per document, its state before (under its lock) and the write itself; then the
+    mentions that remain, read once for the whole batch, and the merge."""
+    if not batch:
+        return
+    kb = batch[0].kb
+    entity_ids: set[str] = set()
+    pairs: dict[str, tuple[str, str]] = {}
+    for p in batch:
+        if p.kb != kb:
+            raise ValueError("a batch of documents belongs to one KB")
+        [state] = await run(tx, q.LOCK_DOCUMENT_FOR_WRITE, uid=p.uid, **kb_scope(kb))
+        _check_dimension(kb, "chunk", state["chunk_dimension"], p.chunk_dimension)
+        _check_dimension(kb, "entity", state["entity_dimension"], p.entity_dimension)
+        entity_ids |= set(p.entity_ids).union(state["entity_ids"])
+        pairs |= _pair_keys(kb, set(p.relation_pairs).union((s, t) for s, t in state["pairs"]))
+        await run(
+            tx,
+            q.WRITE_DOCUMENT,
+            **kb_scope(kb),
+            uid=p.uid,
+            doc={**p.document, "created_at": p.document["created_at"] or state["created_at"] or utc_timestamp()},
+            chunks=p.chunks,
+            next=p.next,
+            entities=p.entities,
+            mentions=p.mentions,
+            relation_mentions=p.relation_mentions,
+        )
+    entity_uids = [node_uid(kb, e) for e in sorted(entity_ids)]
+    [inputs] = await run(tx, q.MERGE_INPUTS, entity_uids=entity_uids, pairs=sorted(pairs))
+    await _apply_merges(tx, kb, inputs, pairs)
 
 
 async def delete_document(tx: AsyncManagedTransaction, kb: str, doc_id: str) -> bool:
