@@ -162,7 +162,9 @@ TIMED_STORE_METHODS = (
     "find_documents_by_source",
     "existing_entity_ids",
     "upsert_document",
+    "upsert_documents",
     "delete_document",
+    "after_bulk_load",
     "entity_graph",
     "list_communities",
     "get_entities",
@@ -180,7 +182,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("  extraction (offline NLP)", ("batch/extraction",)),
     ("  embed chunks (MiniLM)", ("batch/embed",)),
     ("  embed new entity names (MiniLM)", ("batch/entity vectors/embed",)),
-    ("  store write (upsert_document)", ("batch/store.upsert_document",)),
+    ("  store write (upsert_documents)", ("batch/store.upsert_documents", "batch/store.upsert_document")),
     ("  rest of the indexer", ("self:batch", "self:batch/prepare", "self:batch/entity vectors")),
     ("delete (store.delete_document)", ("store.delete_document",)),
     ("community refresh (all stages below)", ("communities",)),
@@ -191,6 +193,7 @@ STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("  Leiden + extractive summaries", ("self:communities",)),
     ("  embed summaries (MiniLM)", ("communities/embed",)),
     ("  store write (replace_communities)", ("communities/store.replace_communities",)),
+    ("search index rebuild (store.after_bulk_load)", ("store.after_bulk_load",)),
 )  # fmt: skip
 
 
@@ -473,7 +476,8 @@ class Worker:
         peaks = self.rss_window()
         log(self.store, f"indexed in {wall:.1f} s; community refresh {clock.total('communities'):.1f} s")
         counts = await wiring.store.counts(KB_PREFIX)
-        outside = round(wall - clock.total("batch", "communities"), 4)  # progress callbacks, the lock
+        # Progress callbacks, the lock.
+        outside = round(wall - clock.total("batch", "communities", "store.after_bulk_load"), 4)
         self.result["index"] = {
             "documents": len(documents),
             "wall_s": round(wall, 2),

@@ -231,7 +231,7 @@ async def index_mode(mode: str, documents: Sequence[SourceDocument], model_url: 
             clock = StageClock()
             clock.wrap(wiring.indexer, "_index_batch", "batch")
             clock.wrap(wiring.embedder, "embed", "embed", size=lambda texts: len(texts))
-            clock.wrap(wiring.store, "upsert_document", "store.upsert_document")
+            clock.wrap(wiring.store, "upsert_documents", "store.upsert_documents")
             clock.wrap(wiring.maintainer, "refresh", "communities")
             extraction = InFlight()  # extract calls of a batch run concurrently: not for the StageClock's stack
             extraction.wrap(wiring.extractor, "extract")
@@ -256,7 +256,7 @@ async def index_mode(mode: str, documents: Sequence[SourceDocument], model_url: 
     embed_communities = clock.total("communities/embed")
     embedding = embed_batches + embed_communities
     refresh = clock.total("communities")
-    writes = clock.total("batch/store.upsert_document")
+    writes = clock.total("batch/store.upsert_documents")
     chunks = report.chunks_written
     log(mode, f"indexed in {wall:.1f} s: {chunks} chunks, {report.model_calls} extraction calls")
     return {
