@@ -26,7 +26,7 @@ from safetensors.numpy import load_file
 from tokenizers import Encoding, Tokenizer
 
 from backend.graphrag_agent.text import mostly_cjk
-from backend.infrastructure.embeddings.minilm_onnx import PRECISIONS, onnx_available, onnx_encoder
+from backend.infrastructure.embeddings.minilm_onnx import check_precision, onnx_available, onnx_encoder
 
 logger = logging.getLogger(__name__)
 
@@ -185,8 +185,7 @@ class MiniLMEmbedder:
     ) -> None:
         if batch_size <= 0 or batch_tokens <= 0:
             raise ValueError("batch_size and batch_tokens must be positive")
-        if precision not in PRECISIONS:
-            raise ValueError(f"unknown embedding precision {precision!r} (one of: {', '.join(PRECISIONS)})")
+        check_precision(precision)
         self._tokenizer = tokenizer
         self._config = config
         self._batch_size = batch_size

@@ -28,6 +28,11 @@ _CONTRIB_DOMAIN = "com.microsoft"  # onnxruntime's own operators (DynamicQuantiz
 PRECISIONS = ("float32", "int8")
 
 
+def check_precision(precision: str) -> None:
+    if precision not in PRECISIONS:
+        raise ValueError(f"unknown embedding precision {precision!r} (one of: {', '.join(PRECISIONS)})")
+
+
 def onnx_available() -> bool:
     try:
         import onnx  # noqa: F401
@@ -80,8 +85,7 @@ def build_model_bytes(weights: _Weights, config: _Config, precision: str = "floa
     sentence embeddings, shape (batch, hidden). `precision`: "float32" (exact) or "int8" (see the module)."""
     from onnx import TensorProto, checker, helper
 
-    if precision not in PRECISIONS:
-        raise ValueError(f"unknown embedding precision {precision!r} (one of: {', '.join(PRECISIONS)})")
+    check_precision(precision)
     int8 = precision == "int8"
     g = _GraphBuilder()
     hidden, heads = config.hidden, config.heads

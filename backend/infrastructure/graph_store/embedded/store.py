@@ -130,17 +130,19 @@ class EmbeddedGraphStore:
         chunk_vectors: Sequence[Vector],
         entity_vectors: Mapping[str, Vector],
     ) -> None:
-        # Checking and tokenising a long document is CPU work: keep it off the event loop.
-        rows = await asyncio.to_thread(document_rows, kb, graph, chunk_vectors, entity_vectors)
-        await self._write("upsert_document", lambda raw: writes.write_document(raw, rows), kb, writes.DOCUMENT_KINDS)
+        await self._upsert("upsert_document", kb, [DocumentWrite(graph, chunk_vectors, entity_vectors)])
 
     async def upsert_documents(self, kb: str, documents: Sequence[DocumentWrite]) -> None:
-        if not documents:
-            return
+        if documents:
+            await self._upsert("upsert_documents", kb, documents)
+
+    async def _upsert(self, operation: str, kb: str, documents: Sequence[DocumentWrite]) -> None:
+        """The documents in one write transaction."""
+        # Checking and tokenising long documents is CPU work: keep it off the event loop.
         batch = await asyncio.to_thread(
             lambda: [document_rows(kb, d.graph, d.chunk_vectors, d.entity_vectors) for d in documents]
         )
-        await self._write("upsert_documents", lambda raw: writes.write_documents(raw, batch), kb, writes.DOCUMENT_KINDS)
+        await self._write(operation, lambda raw: writes.write_documents(raw, batch), kb, writes.DOCUMENT_KINDS)
 
     async def delete_document(self, kb: str, doc_id: str) -> bool:
         return await self._write(

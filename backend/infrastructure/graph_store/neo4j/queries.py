@@ -127,8 +127,9 @@ CALL () { MATCH (c:Chunk)-[:PART_OF]->(:Document {uid: $uid}) DETACH DELETE c }
 """
 
 # The mentions that remain for the entities and relations a write touched ($entity_uids, $pairs): the
-# input of the merge rules, read in the transaction that changed them, under its locks.
-_MERGE_INPUTS = """
+# input of the merge rules, read in the transaction that changed them, under its locks (after a batch of
+# WRITE_DOCUMENTs, once: a hub entity's mentions are read once per batch, not per document).
+MERGE_INPUTS: Final = """
 RETURN COLLECT {
         UNWIND $entity_uids AS uid
         MATCH (e:Entity {uid: uid})
@@ -182,9 +183,6 @@ CALL () {
 RETURN DISTINCT true AS written"""
 )
 
-# Read once after a batch of WRITE_DOCUMENTs: a hub entity's mentions are read once per batch, not per document.
-MERGE_INPUTS: Final = _MERGE_INPUTS
-
 # Write locks on the entities a delete touches, taken (in id order) before their remaining mentions are read:
 # two deletes that share an entity or relation would otherwise each merge what they saw before the other's
 # commit, and the later one would write back a mention the earlier one removed.
@@ -197,7 +195,7 @@ DELETE_DOCUMENT: Final = (
     _REMOVE_DOCUMENT_CONTENT
     + """
 CALL () { MATCH (d:Document {uid: $uid}) DETACH DELETE d }"""
-    + _MERGE_INPUTS
+    + MERGE_INPUTS
 )
 
 # The merged values computed in Python; entities and relations left without a mention go. DETACH: an

@@ -417,15 +417,17 @@ class Neo4jGraphStore:
         chunk_vectors: Sequence[Vector],
         entity_vectors: Mapping[str, Vector],
     ) -> None:
-        params = document_params(kb, graph, chunk_vectors, entity_vectors)
-        await self._write("upsert_document", lambda tx: writes.write_documents(tx, [params]))
+        await self._upsert("upsert_document", kb, [DocumentWrite(graph, chunk_vectors, entity_vectors)])
 
     async def upsert_documents(self, kb: str, documents: Sequence[DocumentWrite]) -> None:
+        await self._upsert("upsert_documents", kb, documents)
+
+    async def _upsert(self, operation: str, kb: str, documents: Sequence[DocumentWrite]) -> None:
         """Documents grouped into transactions of up to WRITE_BATCH_CHUNKS chunks: each group pays one commit
         and one merge (a hub entity's mentions are read once per group instead of once per document)."""
         params = [document_params(kb, d.graph, d.chunk_vectors, d.entity_vectors) for d in documents]
         for group in _groups_of_chunks(params, WRITE_BATCH_CHUNKS):
-            await self._write("upsert_documents", partial(writes.write_documents, batch=group))
+            await self._write(operation, partial(writes.write_documents, batch=group))
 
     async def delete_document(self, kb: str, doc_id: str) -> bool:
         return await self._write("delete_document", lambda tx: writes.delete_document(tx, kb, doc_id))
