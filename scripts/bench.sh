@@ -13,6 +13,10 @@
 #   --only     only these modules (then the report), e.g. --only streaming_latency,concurrency
 #   --dry-run  print the steps and their commands; install, start and run nothing
 #
+# Installs the peers' own virtualenv (.venv-peers: nano-graphrag and LightRAG, pinned in
+# benchmarks/peers/requirements.txt; about 1.5 minutes, once) when podcast_indexing runs and it is missing,
+# so that they are measured in the same run; if that install fails, podcast_indexing reports them as not
+# installed and the suite goes on.
 # Starts the local Postgres (POSTGRES_TEST_DSN unset; history_store, concurrency) and a Neo4j 5.26 server
 # with the JIT fully on (NEO4J_TEST_URI unset; graph_indexing in full mode, stopped again right after it), as
 # scripts/test.sh does.
@@ -83,9 +87,12 @@ STEPS=()
 TIMINGS=()  # "name<TAB>status<TAB>seconds" of each step run, for the suite's timing file
 failures=0
 
-# Runs one step (or prints it with --dry-run) and records "name status elapsed".
+# Runs one step (or prints it with --dry-run) and records "name status elapsed". With --optional first, a
+# failure is reported but does not fail the suite.
 run_step() {
-  local name="$1" started status=ok elapsed
+  local optional=0 name started status=ok elapsed
+  [ "$1" != --optional ] || { optional=1; shift; }
+  name="$1"
   shift
   log ""
   log "== $name: $*"
@@ -94,6 +101,7 @@ run_step() {
     status="dry run"
   else
     "$@" || status="FAILED (exit $?)"
+    [[ "$status" != FAILED* || "$optional" = 0 ]] || status="optional, ${status#FAILED }"
   fi
   elapsed=$(($(date +%s) - started))
   [[ "$status" != FAILED* ]] || failures=$((failures + 1))
@@ -119,6 +127,27 @@ if [ "$DRY_RUN" = 1 ]; then
   log "dry run: ensure_venv test,bench"
 else
   ensure_venv test,bench
+fi
+
+# The peers' virtualenv, never the product's .venv: their dependency trees (dspy, graspologic, litellm, ...)
+# are theirs. Reinstalled only when their requirements change.
+PEERS_VENV="$ROOT/.venv-peers"
+peers_stamp="$PEERS_VENV/.installed-$(sha256sum benchmarks/peers/requirements.txt | cut -c1-16)"
+install_peers() {
+  local python
+  python="$(command -v python3.11 || find_python)" || return 1
+  rm -rf "$PEERS_VENV"
+  "$python" -m venv "$PEERS_VENV" &&
+    "$PEERS_VENV/bin/python" -m pip install --quiet --disable-pip-version-check -r benchmarks/peers/requirements.txt &&
+    touch "$peers_stamp"
+}
+if wants podcast_indexing && [ ! -f "$peers_stamp" ]; then
+  # Optional: without the peers, podcast_indexing still measures ours and says how to install them.
+  run_step --optional peers_venv install_peers
+  if [ "$DRY_RUN" = 0 ] && [ ! -f "$peers_stamp" ]; then
+    rm -rf "$PEERS_VENV"
+    log "warning: could not install the peers' virtualenv; podcast_indexing reports them as not installed"
+  fi
 fi
 
 if { wants history_store || wants concurrency; } && [ -z "${POSTGRES_TEST_DSN:-}" ]; then

@@ -1,5 +1,6 @@
 """RouterGraph: heuristic routing, the override policy and the general path (SPEC §4)."""
 
+import asyncio
 from collections.abc import Sequence
 
 import pytest
@@ -196,3 +197,41 @@ def test_routing_reply_parsing_is_tolerant(reply: str, expected: tuple[str, floa
 def test_unusable_routing_replies_raise(reply: str) -> None:
     with pytest.raises(ValueError):
         parse_routing_reply(reply, {"edu", "movie"})
+
+
+CONCURRENT = [
+    ("When is the exam for this course?", None, None),
+    ("Which director made this film?", None, "graph_agent"),
+    ("tell me a joke", None, None),
+    ("tuition for the course", "movie", None),
+    ("anything at all", "general", None),
+    ("Who is the actor in that movie?", "edu", "naive_rag_agent"),
+]
+
+
+async def test_concurrent_messages_share_graph_runs_and_get_the_decisions_they_get_alone() -> None:
+    graph = router(RoutingPolicy(allow_override=True))
+    alone = [
+        await graph.route(message=m, session_id="s", requested_kb=kb, agent_type=agent) for m, kb, agent in CONCURRENT
+    ]
+    runs_before = graph.shared_runs.runs
+    together = await asyncio.gather(
+        *(graph.route(message=m, session_id="s", requested_kb=kb, agent_type=agent) for m, kb, agent in CONCURRENT * 5)
+    )
+    assert together == alone * 5
+    assert {decision.kb_prefix for decision in alone} == {"edu", "movie", "general"}  # the mix is varied
+    assert graph.shared_runs.runs - runs_before < len(together) // 2
+
+
+async def test_a_message_the_model_may_classify_runs_alone_so_others_never_wait_for_it() -> None:
+    model = ScriptedModel('{"kb_prefix": "movie", "confidence": 0.9}', delay_s=0.5)
+    graph = router(classifier=LlmIntentClassifier(model))
+    slow = asyncio.create_task(
+        graph.route(message="who played the lead in Casablanca?", session_id="s", requested_kb=None, agent_type=None)
+    )
+    await asyncio.sleep(0.01)  # the slow one is waiting for the model now
+    started = asyncio.get_running_loop().time()
+    general = await graph.route(message="hello there", session_id="s", requested_kb="general", agent_type=None)
+    assert general.worker_name == "" and asyncio.get_running_loop().time() - started < 0.25
+    assert not slow.done()
+    assert (await slow).method == "llm" and model.calls == 1
