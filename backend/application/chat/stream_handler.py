@@ -24,7 +24,7 @@ from backend.application.chat.answer_saver import UNSAVED_MESSAGE, AnswerSaver
 from backend.application.chat.budgets import BudgetPolicy
 from backend.application.chat.inputs import ChatInput
 from backend.application.chat.pipeline import EventPipeline, Run, RunOutcome
-from backend.application.chat.turns import AssistantDraft, PreparedTurn, TurnService, generation_request
+from backend.application.chat.turns import AssistantDraft, PreparedTurn, TurnService, generation_request, plan_for
 from backend.application.ports.generation import ChatStreamExecutorPort
 from backend.application.ports.router import RouterPort
 from backend.domain.budget import budget_scope
@@ -122,20 +122,26 @@ class StreamHandler:
                 for event in self._through(run, draft, StartEvent()):
                     yield event
                 try:
-                    async with aclosing(self._produce(turn, draft)) as produced:
-                        # Not `async for`: `stop_streams` must know when the stream waits for its next event.
-                        while not live.stopping:
-                            live.producing = True
-                            try:
-                                raw = await anext(produced)
-                            except StopAsyncIteration:
-                                draft.completed = True
-                                break
-                            finally:
-                                live.producing = False
-                            budget.check_time()
-                            for event in self._through(run, draft, raw):
-                                yield event
+                    # Routing, then the executor's own stream read here directly: a generator chaining the two
+                    # would cost every token one more hop.
+                    for stage in (self._route, self._answer):
+                        async with aclosing(stage(turn, draft)) as produced:
+                            # Not `async for`: `stop_streams` must know when the stream waits for its next event.
+                            while not live.stopping:
+                                live.producing = True
+                                try:
+                                    raw = await anext(produced)
+                                except StopAsyncIteration:
+                                    break
+                                finally:
+                                    live.producing = False
+                                budget.check_time()
+                                for event in self._through(run, draft, raw):
+                                    yield event
+                        if live.stopping:
+                            break
+                    else:
+                        draft.completed = True
                 except GraphRagError as error:
                     draft.error = error.message
                     for event in self._through(run, draft, ErrorEvent(error.message, error.code)):
@@ -178,7 +184,7 @@ class StreamHandler:
             _keep(draft, out)
         return processed
 
-    async def _produce(self, turn: PreparedTurn, draft: AssistantDraft) -> AsyncGenerator[StreamEvent, None]:
+    async def _route(self, turn: PreparedTurn, draft: AssistantDraft) -> AsyncGenerator[StreamEvent, None]:
         yield ProgressEvent(Stage.ROUTING, completed=0, total=1)
         started = time.perf_counter()
         draft.decision = await self._router.route(
@@ -188,12 +194,13 @@ class StreamHandler:
             agent_type=turn.requested.agent_type,
         )
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
-        request = generation_request(turn, draft.decision)
         yield ProgressEvent(Stage.ROUTING, completed=1, total=1)
-        yield RoutedEvent(turn.message, draft.decision, duration_ms, request.plan)
-        async with aclosing(self._executor.stream(request)) as events:
-            async for event in events:
-                yield event
+        yield RoutedEvent(turn.message, draft.decision, duration_ms, plan_for(draft.decision))
+
+    def _answer(self, turn: PreparedTurn, draft: AssistantDraft) -> AsyncGenerator[StreamEvent, None]:
+        """Retrieval and generation for the route `_route` chose (the executor's generator, as it is)."""
+        assert draft.decision is not None, "routing runs first"
+        return self._executor.stream(generation_request(turn, draft.decision))
 
 
 def _take_back_stop(live: _LiveStream) -> bool:
