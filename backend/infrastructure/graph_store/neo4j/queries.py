@@ -36,14 +36,27 @@ ENTITY_VECTOR_INDEX: Final = "graphrag_entity_embedding"
 COMMUNITY_VECTOR_INDEX: Final = "graphrag_community_embedding"
 
 # -- projections shared by searches and lookups (`n` is the node, `score` its score) --------------------------
+# The agents' reads return their rows as ONE record, `rows`, a list of maps (`_rows`): the driver reads every
+# record with two socket reads, each under a timer and a task (neo4j 6.4, once the server sends its receive
+# timeout hint), which cost a fused question more CPU than its ~800 rows' data. A projection is a WITH of
+# named columns, so that a query can order and limit them before they are collected.
 
-_CHUNK_FIELDS = """MATCH (n)-[:PART_OF]->(d:Document)
-RETURN n.id AS id, d.id AS doc_id, d.title AS title, n.text AS text, n.ordinal AS ordinal, score"""
-_ENTITY_FIELDS = """RETURN n.id AS id, n.name AS name, n.type AS type, n.description AS description,
+
+def _rows(*columns: str) -> str:
+    """The columns of the preceding WITH, in its order, collected into one record's `rows`."""
+    return "\nRETURN collect({" + ", ".join(f"{column}: {column}" for column in columns) + "}) AS rows"
+
+
+_CHUNK_COLUMNS = """MATCH (n)-[:PART_OF]->(d:Document)
+WITH n.id AS id, d.id AS doc_id, d.title AS title, n.text AS text, n.ordinal AS ordinal, score"""
+_CHUNK_ROWS = _rows("id", "doc_id", "title", "text", "ordinal", "score")
+_ENTITY_COLUMNS = """WITH n.id AS id, n.name AS name, n.type AS type, n.description AS description,
     n.mention_count AS mention_count, score"""
-_COMMUNITY_FIELDS = """RETURN n.id AS id, n.level AS level, n.title AS title, n.summary AS summary, n.rank AS rank,
+_ENTITY_ROWS = _rows("id", "name", "type", "description", "mention_count", "score")
+_COMMUNITY_COLUMNS = """WITH n.id AS id, n.level AS level, n.title AS title, n.summary AS summary, n.rank AS rank,
     head([(n)-[:PARENT]->(p:Community) | p.id]) AS parent_id,
     COLLECT { MATCH (e:Entity)-[:IN_COMMUNITY]->(n) RETURN e.id } AS members, score"""
+_COMMUNITY_ROWS = _rows("id", "level", "title", "summary", "rank", "parent_id", "members", "score")
 _DOCUMENT_FIELDS = """RETURN d.id AS id, d.title AS title, d.metadata AS metadata, d.source AS source,
     d.chunk_count AS chunk_count, d.created_at AS created_at"""
 
@@ -297,22 +310,26 @@ MERGE (c)-[:PARENT]->(p)"""
 
 # -- lookups by id -------------------------------------------------------------------------------------------------
 
-GET_CHUNKS: Final = "UNWIND $uids AS uid MATCH (n:Chunk {uid: uid}) WITH n, 0.0 AS score\n" + _CHUNK_FIELDS
+GET_CHUNKS: Final = (
+    "UNWIND $uids AS uid MATCH (n:Chunk {uid: uid}) WITH n, 0.0 AS score\n" + _CHUNK_COLUMNS + _CHUNK_ROWS
+)
 CHUNK_EMBEDDINGS: Final = """
 UNWIND $uids AS uid
 MATCH (n:Chunk {uid: uid}) WHERE n.embedding IS NOT NULL
 RETURN n.id AS id, n.embedding AS embedding"""
-GET_ENTITIES: Final = "UNWIND $uids AS uid MATCH (n:Entity {uid: uid}) WITH n, 0.0 AS score\n" + _ENTITY_FIELDS
+GET_ENTITIES: Final = (
+    "UNWIND $uids AS uid MATCH (n:Entity {uid: uid}) WITH n, 0.0 AS score\n" + _ENTITY_COLUMNS + _ENTITY_ROWS
+)
 
 RELATIONS_OF: Final = """
 UNWIND $uids AS uid
 MATCH (:Entity {uid: uid})-[r:RELATED]-(:Entity)
 WITH DISTINCT r
 MATCH (a:Entity)-[r]->(b:Entity)
-RETURN a.id AS source_id, b.id AS target_id, r.description AS description, r.weight AS weight,
+WITH a.id AS source_id, b.id AS target_id, r.description AS description, r.weight AS weight,
     r.chunk_ids AS chunk_ids
 ORDER BY weight DESC, source_id, target_id
-LIMIT $limit"""
+LIMIT $limit""" + _rows("source_id", "target_id", "description", "weight", "chunk_ids")
 
 CHUNKS_MENTIONING: Final = (
     """
@@ -321,19 +338,20 @@ MATCH (e:Entity {uid: uid})<-[:MENTIONS]-(c:Chunk)
 WITH c AS n, count(DISTINCT e) AS mentioned
 WITH n, toFloat(mentioned) AS score
 """
-    + _CHUNK_FIELDS
+    + _CHUNK_COLUMNS
     + "\nORDER BY score DESC, title, ordinal, id LIMIT $limit"
+    + _CHUNK_ROWS
 )
 
 ENTITIES_IN_CHUNKS: Final = """
 UNWIND $uids AS uid
 MATCH (c:Chunk {uid: uid})-[:MENTIONS]->(e:Entity)
-RETURN c.id AS chunk_id, collect(DISTINCT e.id) AS entity_ids"""
+WITH c.id AS chunk_id, collect(DISTINCT e.id) AS entity_ids""" + _rows("chunk_id", "entity_ids")
 
 CHUNKS_OF_ENTITIES: Final = """
 UNWIND $uids AS uid
 MATCH (e:Entity {uid: uid})
-RETURN e.id AS entity_id, COLLECT {
+WITH e.id AS entity_id, COLLECT {
     MATCH (e)<-[:MENTIONS]-(c:Chunk)-[:PART_OF]->(d:Document)
     WITH DISTINCT c, d, toLower(d.title) AS title, toLower(e.name) AS name
     // The entity's own document first: titled with its name, perhaps after an article or before a "(film)".
@@ -341,7 +359,7 @@ RETURN e.id AS entity_id, COLLECT {
         d.title, c.ordinal, c.id
     LIMIT $per_entity
     RETURN c.id
-} AS chunk_ids"""
+} AS chunk_ids""" + _rows("entity_id", "chunk_ids")
 
 COMMUNITIES_OF: Final = (
     """
@@ -350,7 +368,8 @@ MATCH (:Entity {uid: uid})-[:IN_COMMUNITY]->(n:Community)
 WITH DISTINCT n
 WITH n, 0.0 AS score
 """
-    + _COMMUNITY_FIELDS
+    + _COMMUNITY_COLUMNS
+    + _COMMUNITY_ROWS
 )
 
 LIST_COMMUNITIES: Final = (
@@ -358,7 +377,8 @@ LIST_COMMUNITIES: Final = (
 MATCH (n:Community {kbt: $kbt}) WHERE n.kb = $kb AND ($level IS NULL OR n.level = $level)
 WITH n, 0.0 AS score
 """
-    + _COMMUNITY_FIELDS
+    + _COMMUNITY_COLUMNS
+    + _COMMUNITY_ROWS
 )
 
 # -- fulltext search ($query is a Lucene query built from escaped terms, see store.py) --------------------------
@@ -368,7 +388,8 @@ SEARCH_CHUNKS_FULLTEXT: Final = (
 CALL db.index.fulltext.queryNodes('{CHUNK_FULLTEXT_INDEX}', $query, {{limit: $fetch}}) YIELD node, score
 WITH node AS n, score WHERE n.kb = $kb
 """
-    + _CHUNK_FIELDS
+    + _CHUNK_COLUMNS
+    + _CHUNK_ROWS
 )
 
 SEARCH_ENTITIES_FULLTEXT: Final = (
@@ -376,7 +397,8 @@ SEARCH_ENTITIES_FULLTEXT: Final = (
 CALL db.index.fulltext.queryNodes('{ENTITY_FULLTEXT_INDEX}', $query, {{limit: $fetch}}) YIELD node, score
 WITH node AS n, score WHERE n.kb = $kb
 """
-    + _ENTITY_FIELDS
+    + _ENTITY_COLUMNS
+    + _ENTITY_ROWS
 )
 
 # -- vector search ---------------------------------------------------------------------------------------------
@@ -399,6 +421,7 @@ RETURN size(COLLECT {{
 
 
 def _vector_exact(label: str, fields: str) -> str:
+    """`fields`: a projection and its `_rows`."""
     return (
         f"""
 MATCH (n:{label} {{kbt: $kbt}}) WHERE n.kb = $kb AND n.has_embedding AND ($level IS NULL OR n.level = $level)
@@ -428,16 +451,16 @@ LIMIT $limit
 COUNT_CHUNK_VECTORS: Final = "MATCH (n:Chunk) WHERE n.embedding IS NOT NULL RETURN count(n) AS vectors"
 
 CHUNK_VECTOR_PROBE: Final = _vector_probe("Chunk")
-CHUNK_VECTOR_EXACT: Final = _vector_exact("Chunk", _CHUNK_FIELDS)
-CHUNK_VECTOR_INDEXED: Final = _vector_indexed(CHUNK_VECTOR_INDEX, _CHUNK_FIELDS)
+CHUNK_VECTOR_EXACT: Final = _vector_exact("Chunk", _CHUNK_COLUMNS + _CHUNK_ROWS)
+CHUNK_VECTOR_INDEXED: Final = _vector_indexed(CHUNK_VECTOR_INDEX, _CHUNK_COLUMNS + _CHUNK_ROWS)
 
 ENTITY_VECTOR_PROBE: Final = _vector_probe("Entity")
-ENTITY_VECTOR_EXACT: Final = _vector_exact("Entity", _ENTITY_FIELDS)
-ENTITY_VECTOR_INDEXED: Final = _vector_indexed(ENTITY_VECTOR_INDEX, _ENTITY_FIELDS)
+ENTITY_VECTOR_EXACT: Final = _vector_exact("Entity", _ENTITY_COLUMNS + _ENTITY_ROWS)
+ENTITY_VECTOR_INDEXED: Final = _vector_indexed(ENTITY_VECTOR_INDEX, _ENTITY_COLUMNS + _ENTITY_ROWS)
 
 COMMUNITY_VECTOR_PROBE: Final = _vector_probe("Community")
-COMMUNITY_VECTOR_EXACT: Final = _vector_exact("Community", _COMMUNITY_FIELDS)
-COMMUNITY_VECTOR_INDEXED: Final = _vector_indexed(COMMUNITY_VECTOR_INDEX, _COMMUNITY_FIELDS)
+COMMUNITY_VECTOR_EXACT: Final = _vector_exact("Community", _COMMUNITY_COLUMNS + _COMMUNITY_ROWS)
+COMMUNITY_VECTOR_INDEXED: Final = _vector_indexed(COMMUNITY_VECTOR_INDEX, _COMMUNITY_COLUMNS + _COMMUNITY_ROWS)
 
 # -- health and test support ----------------------------------------------------------------------------------
 

@@ -162,20 +162,23 @@ _COMMUNITIES = _VectorKind(
 
 # -- records from driver rows (no driver type leaves this module) -------------------------------------------------
 
+# A row of an agent read: one map of `rows` (queries.py), or a driver record where a query returns few.
+Row = Mapping[str, Any]
 
-def _chunk(record: Record) -> ChunkHit:
+
+def _chunk(record: Row) -> ChunkHit:
     return ChunkHit(
         record["id"], record["doc_id"], record["title"], record["text"], int(record["ordinal"]), float(record["score"])
     )
 
 
-def _entity(record: Record) -> EntityRecord:
+def _entity(record: Row) -> EntityRecord:
     return EntityRecord(
         record["id"], record["name"], record["type"], record["description"], int(record["mention_count"])
     )
 
 
-def _community(record: Record) -> CommunityRecord:
+def _community(record: Row) -> CommunityRecord:
     return CommunityRecord(
         community_id=record["id"],
         level=int(record["level"]),
@@ -224,11 +227,11 @@ def _groups_of_chunks(batch: Sequence[DocumentParams], most: int) -> list[list[D
     return groups
 
 
-def _best_first(records: Sequence[Record]) -> list[Record]:
+def _best_first(records: Sequence[Row]) -> list[Row]:
     return sorted(records, key=lambda r: (-float(r["score"]), r["id"]))
 
 
-def _in_order(records: Sequence[Record], wanted: Sequence[str]) -> list[Record]:
+def _in_order(records: Sequence[Row], wanted: Sequence[str]) -> list[Row]:
     by_id = {record["id"]: record for record in records}
     return [by_id[key] for key in dict.fromkeys(wanted) if key in by_id]
 
@@ -480,14 +483,14 @@ class Neo4jGraphStore:
         )
 
     async def list_communities(self, kb: str, level: int | None = None) -> list[CommunityRecord]:
-        records = await self._read("list_communities", q.LIST_COMMUNITIES, **kb_scope(kb), level=level)
+        records = await self._read_rows("list_communities", q.LIST_COMMUNITIES, **kb_scope(kb), level=level)
         return sorted((_community(r) for r in records), key=lambda c: (c.level, -c.rank, c.community_id))
 
     async def communities_of(self, kb: str, entity_ids: Sequence[str]) -> list[CommunityRecord]:
         if not entity_ids:
             return []
         uids = [node_uid(kb, e) for e in dict.fromkeys(entity_ids)]
-        records = await self._read("communities_of", q.COMMUNITIES_OF, uids=uids)
+        records = await self._read_rows("communities_of", q.COMMUNITIES_OF, uids=uids)
         return sorted((_community(r) for r in records), key=lambda c: (c.level, -c.rank, c.community_id))
 
     async def search_communities(self, kb: str, embedding: Vector, level: int | None, limit: int) -> list[CommunityHit]:
@@ -513,17 +516,17 @@ class Neo4jGraphStore:
 
     async def _fulltext_search(
         self, operation: str, statement: LiteralString, kb: str, query: str, limit: int
-    ) -> list[Record]:
+    ) -> list[Row]:
         lucene, limit = lucene_query(kb, query), _limit(limit)
         if lucene is None or limit == 0:
             return []
         # Lucene breaks score ties its own way: fetch a margin, then order by (score, id) here.
-        records = await self._read(operation, statement, kb=kb, query=lucene, fetch=limit * 2 + 10)
+        records = await self._read_rows(operation, statement, kb=kb, query=lucene, fetch=limit * 2 + 10)
         return _best_first(records)[:limit]
 
     async def _vector_search(
         self, kind: _VectorKind, kb: str, embedding: Vector, limit: int, level: int | None = None
-    ) -> list[Record]:
+    ) -> list[Row]:
         """Auto-commit reads, a round trip each: the probe (how many vectors the KB has, of which dimension;
         skipped while a large set is remembered), then index passes, then the exact scan if they found too
         few. The probe only chooses the plan, so it need not share a snapshot with the search."""
@@ -539,10 +542,10 @@ class Neo4jGraphStore:
         if vectors.large and self._index_dimensions.get(kind.index) == len(vector):
             for times, at_least in _CANDIDATE_PASSES:
                 k = min(max(limit * times, at_least), _MAX_CANDIDATES)
-                found = await self._read(operation, kind.indexed, k=k, **params)
+                found = await self._read_rows(operation, kind.indexed, k=k, **params)
                 if len(found) >= limit:
                     return _best_first(found)
-        return _best_first(await self._read(operation, kind.exact, **params))
+        return _best_first(await self._read_rows(operation, kind.exact, **params))
 
     async def _probe(self, operation: str, kind: _VectorKind, kb: str, level: int | None) -> _VectorSet | None:
         """The KB's vectors of this kind (None: it has none). A large set is remembered for a while: searching
@@ -574,7 +577,7 @@ class Neo4jGraphStore:
         if not entity_ids:
             return []
         uids = [node_uid(kb, e) for e in dict.fromkeys(entity_ids)]
-        records = await self._read("get_entities", q.GET_ENTITIES, uids=uids)
+        records = await self._read_rows("get_entities", q.GET_ENTITIES, uids=uids)
         return [_entity(r) for r in _in_order(records, entity_ids)]
 
     async def chunk_embeddings(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, Vector]:
@@ -588,7 +591,7 @@ class Neo4jGraphStore:
         if not chunk_ids:
             return []
         uids = [node_uid(kb, c) for c in dict.fromkeys(chunk_ids)]
-        records = await self._read("get_chunks", q.GET_CHUNKS, uids=uids)
+        records = await self._read_rows("get_chunks", q.GET_CHUNKS, uids=uids)
         return [_chunk(r) for r in _in_order(records, chunk_ids)]
 
     async def relations_of(self, kb: str, entity_ids: Sequence[str], limit: int) -> list[RelationRecord]:
@@ -596,7 +599,7 @@ class Neo4jGraphStore:
         if not entity_ids or limit == 0:
             return []
         uids = [node_uid(kb, e) for e in dict.fromkeys(entity_ids)]
-        records = await self._read("relations_of", q.RELATIONS_OF, uids=uids, limit=limit)
+        records = await self._read_rows("relations_of", q.RELATIONS_OF, uids=uids, limit=limit)
         return [
             RelationRecord(r["source_id"], r["target_id"], r["description"], float(r["weight"]), tuple(r["chunk_ids"]))
             for r in records
@@ -607,13 +610,15 @@ class Neo4jGraphStore:
         if not entity_ids or limit == 0:
             return []
         uids = [node_uid(kb, e) for e in dict.fromkeys(entity_ids)]
-        return [_chunk(r) for r in await self._read("chunks_mentioning", q.CHUNKS_MENTIONING, uids=uids, limit=limit)]
+        return [
+            _chunk(r) for r in await self._read_rows("chunks_mentioning", q.CHUNKS_MENTIONING, uids=uids, limit=limit)
+        ]
 
     async def entities_in_chunks(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, list[str]]:
         if not chunk_ids:
             return {}
         uids = [node_uid(kb, c) for c in dict.fromkeys(chunk_ids)]
-        records = await self._read("entities_in_chunks", q.ENTITIES_IN_CHUNKS, uids=uids)
+        records = await self._read_rows("entities_in_chunks", q.ENTITIES_IN_CHUNKS, uids=uids)
         found = {r["chunk_id"]: sorted(r["entity_ids"]) for r in records}
         return {c: found[c] for c in dict.fromkeys(chunk_ids) if c in found}
 
@@ -624,7 +629,9 @@ class Neo4jGraphStore:
         if not entity_ids or per_entity_limit == 0:
             return {}
         uids = [node_uid(kb, e) for e in dict.fromkeys(entity_ids)]
-        records = await self._read("chunks_of_entities", q.CHUNKS_OF_ENTITIES, uids=uids, per_entity=per_entity_limit)
+        records = await self._read_rows(
+            "chunks_of_entities", q.CHUNKS_OF_ENTITIES, uids=uids, per_entity=per_entity_limit
+        )
         found = {r["entity_id"]: list(r["chunk_ids"]) for r in records if r["chunk_ids"]}
         return {e: found[e] for e in dict.fromkeys(entity_ids) if e in found}
 
@@ -656,6 +663,12 @@ class Neo4jGraphStore:
                         result = await session.run(Query(statement), params)
                         return [record async for record in result]
         raise AssertionError("unreachable: tenacity either returns an attempt's result or raises")
+
+    async def _read_rows(self, operation: str, statement: LiteralString, **params: Any) -> list[Row]:
+        """A read whose rows come as one record's `rows` (queries.py says why)."""
+        [record] = await self._read(operation, statement, **params)
+        rows: list[Row] = record["rows"]
+        return rows
 
     async def _write(self, operation: str, work: Callable[[AsyncManagedTransaction], Awaitable[T]]) -> T:
         await self._ready()
