@@ -18,6 +18,7 @@ import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
+from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -28,15 +29,20 @@ from typing import Any
 class StageClock:
     """Inclusive wall time of every call of the wrapped methods, keyed by call path ("document/embed").
 
-    The path comes from a stack of the wrapped calls in progress, so it is only right for code that runs
-    one wrapped call at a time (the indexer and the community refresh do; retrieval does not, so the clock
-    is restored before it). Time spent in worker threads counts in the awaiting call, as it should.
+    The path is the stack of wrapped calls in progress in the calling task (a context variable, which a task
+    copies when it is created), so calls running side by side in different tasks each get their own path: the
+    indexer writes one batch in a task while it stages the next. Retrieval runs many wrapped calls at once in
+    one task's children, so the clock is restored before it. Time spent in worker threads counts in the
+    awaiting call, as it should. Overlapping calls of one path are one busy period (`calls` holds busy periods);
+    different paths that overlap (a batch written while the next is staged) add up to more than the wall time.
     """
 
     def __init__(self) -> None:
         self.calls: dict[str, list[float]] = defaultdict(list)
         self.items: dict[str, int] = defaultdict(int)  # e.g. texts embedded, when `wrap` was given `size`
-        self._stack: list[str] = []
+        self._stack: ContextVar[tuple[str, ...]] = ContextVar(f"stage_clock_{id(self)}", default=())
+        self._running: dict[str, int] = defaultdict(int)
+        self._since: dict[str, float] = {}
         self._wrapped: list[tuple[object, str]] = []
 
     def wrap(self, owner: object, attr: str, label: str | None = None, size: Callable[..., int] | None = None) -> None:
@@ -75,15 +81,22 @@ class StageClock:
 
     @contextmanager
     def _timing(self, label: str, items: int) -> Iterator[None]:
-        self._stack.append(label)
-        path = "/".join(self._stack)
+        stack = (*self._stack.get(), label)
+        token = self._stack.set(stack)
+        path = "/".join(stack)
         self.items[path] += items
-        started = time.perf_counter()
+        # Calls of one path that overlap (a batch's extractions run side by side) count as one busy period,
+        # so a path's time is the wall time during which at least one of its calls ran.
+        if self._running[path] == 0:
+            self._since[path] = time.perf_counter()
+        self._running[path] += 1
         try:
             yield
         finally:
-            self.calls[path].append(time.perf_counter() - started)
-            self._stack.pop()
+            self._running[path] -= 1
+            if self._running[path] == 0:
+                self.calls[path].append(time.perf_counter() - self._since[path])
+            self._stack.reset(token)
 
     def total(self, *paths: str) -> float:
         return sum(sum(self.calls.get(path, ())) for path in paths)

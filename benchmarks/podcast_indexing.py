@@ -229,7 +229,8 @@ async def index_mode(mode: str, documents: Sequence[SourceDocument], model_url: 
             wiring = Wiring.of(service)
             kb = await service.create_kb(KnowledgeBase(KB_PREFIX, "podcast indexing benchmark"))
             clock = StageClock()
-            clock.wrap(wiring.indexer, "_index_batch", "batch")
+            clock.wrap(wiring.indexer, "_stage_batch", "batch")
+            clock.wrap(wiring.indexer, "_write_batch", "write")
             clock.wrap(wiring.embedder, "embed", "embed", size=lambda texts: len(texts))
             clock.wrap(wiring.store, "upsert_documents", "store.upsert_documents")
             clock.wrap(wiring.maintainer, "refresh", "communities")
@@ -256,7 +257,7 @@ async def index_mode(mode: str, documents: Sequence[SourceDocument], model_url: 
     embed_communities = clock.total("communities/embed")
     embedding = embed_batches + embed_communities
     refresh = clock.total("communities")
-    writes = clock.total("batch/store.upsert_documents")
+    writes = clock.total("write/store.upsert_documents")
     chunks = report.chunks_written
     log(mode, f"indexed in {wall:.1f} s: {chunks} chunks, {report.model_calls} extraction calls")
     return {

@@ -201,3 +201,42 @@ async def test_a_failed_index_rebuild_does_not_fail_the_load(
     assert report.documents_added == 2
     assert (await graph_store.counts(KB.kb_prefix)).documents == 2
     assert "rebuild refused" in caplog.text
+
+
+# -- batches pipelined: the next batch is staged while the one before it is written ----------------------------
+
+
+async def test_batches_of_one_give_the_graph_one_batch_gives(graph_store: GraphStore) -> None:
+    alone, together = HashEmbedder(), HashEmbedder()
+    await make_indexer(graph_store, alone, batch_size=1).index(KB, [ADA, GRACE, ALAN])
+    await make_indexer(graph_store, together).index(OTHER_KB, [ADA, GRACE, ALAN])
+    mine, theirs = await graph_store.counts(KB.kb_prefix), await graph_store.counts(OTHER_KB.kb_prefix)
+    assert (mine.documents, mine.chunks, mine.entities, mine.relations) == (
+        theirs.documents,
+        theirs.chunks,
+        theirs.entities,
+        theirs.relations,
+    )
+    # Charles Babbage, new in the first batch and mentioned again in the second while the first may still be
+    # being written, is embedded once, like every entity: as many texts as in one batch.
+    assert alone.texts == together.texts
+    babbage = ids.entity_id(KB.kb_prefix, "Charles Babbage")
+    [vector] = await together.embed(["Charles Babbage"])
+    hits = await graph_store.search_entities_vector(KB.kb_prefix, vector, limit=3)
+    assert hits and hits[0].entity.entity_id == babbage and hits[0].score > 0.99
+
+
+async def test_two_versions_of_a_source_in_consecutive_batches_leave_the_last(graph_store: GraphStore) -> None:
+    newer = SourceDocument("Ada Lovelace", ADA.text + " Ada Lovelace wrote the first program.", source="ada.md")
+    report = await make_indexer(graph_store, HashEmbedder(), batch_size=1).index(KB, [ADA, newer])
+    assert (report.documents_added, report.documents_replaced) == (2, 1)
+    stored = await graph_store.list_documents(KB.kb_prefix)
+    assert [d.doc_id for d in stored] == [report.doc_ids[1]]
+
+
+async def test_the_same_document_in_consecutive_batches_is_written_once(graph_store: GraphStore) -> None:
+    extractor = CountingExtractor()
+    report = await make_indexer(graph_store, HashEmbedder(), extractor, batch_size=1).index(KB, [ADA, ADA, GRACE])
+    assert (report.documents_added, report.documents_unchanged) == (2, 1)
+    assert extractor.documents == ["Ada Lovelace", "Grace Hopper"]
+    assert report.doc_ids[0] == report.doc_ids[1]

@@ -17,6 +17,9 @@ def make_indexer(
     embedder: TextEmbedder,
     extractor: Extractor | None = None,
     chunking: ChunkingOptions | None = None,
+    batch_size: int = 64,
 ) -> GraphIndexer:
     communities = CommunityMaintainer(store, embedder, ExtractiveCommunitySummarizer())
-    return GraphIndexer(store, embedder, extractor or OfflineExtractor(), communities, KbLocks(), chunking)
+    return GraphIndexer(
+        store, embedder, extractor or OfflineExtractor(), communities, KbLocks(), chunking, batch_size=batch_size
+    )

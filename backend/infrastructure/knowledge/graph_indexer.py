@@ -1,15 +1,21 @@
-"""Ingestion into a GraphStore: chunk → extract → embed → write, one document at a time.
+"""Ingestion into a GraphStore: chunk → extract → embed → write, a batch of documents at a time.
 
 Documents are keyed by content hash, so re-ingesting an unchanged document does no work, and a
-changed document under the same `source` replaces its old version. Each document is written in
-one store transaction; communities are refreshed once per batch, not per document.
+changed document under the same `source` replaces its old version. A batch is written in one store
+call; communities are refreshed once per `index()`, not per document.
+
+Batches are pipelined: while one batch is written (the store's work: on Neo4j, the server's CPU), the next
+one is prepared, extracted and embedded (ours). What the next batch decides from the store is kept right:
+a document whose id or source is in the batch being written waits for that write, and the entities that
+batch introduces count as existing (they get their vector from it). A write starts only after the one
+before it succeeded, so a failure stops the run with nothing after it written.
 """
 
 from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -47,6 +53,32 @@ class _Prepared:
     record: DocumentRecord
     chunks: tuple[ChunkRecord, ...]
     outdated: tuple[str, ...]  # earlier versions from the same source, deleted once this one is written
+
+
+@dataclass(frozen=True, slots=True)
+class _Staged:
+    """A batch ready to write: what `_stage_batch` produced, for `_write_batch`."""
+
+    doc_ids: tuple[str, ...]  # every document of the batch, written or unchanged, in input order
+    writes: tuple[tuple[_Prepared, Extraction], ...]
+    documents: tuple[DocumentWrite, ...]
+    new_entity_ids: frozenset[str]  # the entities whose vectors this batch brings
+
+
+@dataclass(slots=True)
+class _Writing:
+    """A batch being written while the next one is staged."""
+
+    staged: _Staged
+    sources: frozenset[str]
+    task: asyncio.Task[None]
+
+    def involves(self, doc_id: str, source: str) -> bool:
+        return doc_id in self.staged.doc_ids or (bool(source) and source in self.sources)
+
+    async def finished(self) -> None:
+        # Shielded: staging may wait for the write, and `index()` owns (and may cancel) the task.
+        await asyncio.shield(self.task)
 
 
 @dataclass(slots=True)
@@ -109,12 +141,28 @@ class GraphIndexer:
         tally = _Tally()
         doc_ids: list[str] = []
         async with self._lock(kb.kb_prefix):
-            for start in range(0, len(documents), self._batch_size):
-                batch = documents[start : start + self._batch_size]
-                doc_ids.extend(await self._index_batch(kb.kb_prefix, batch, tally))
-                if progress is not None:
-                    for offset, document in enumerate(batch, start=start + 1):
-                        progress(offset, len(documents), document.title)
+            writing: _Writing | None = None
+            try:
+                for start in range(0, len(documents), self._batch_size):
+                    batch = documents[start : start + self._batch_size]
+                    staged = await self._stage_batch(kb.kb_prefix, batch, tally, writing)
+                    doc_ids.extend(staged.doc_ids)
+                    if writing is not None:
+                        await writing.finished()
+                    task = asyncio.create_task(self._write_batch(kb.kb_prefix, staged, tally))
+                    if progress is not None:
+                        task.add_done_callback(_reporter(progress, batch, start, len(documents)))
+                    writing = _Writing(staged, frozenset(d.source for d in batch if d.source), task)
+                if writing is not None:
+                    await writing.finished()
+            except BaseException as error:
+                if writing is not None and not writing.task.done():
+                    # A batch that failed to stage leaves the one before it to finish; only a cancelled
+                    # `index()` cancels the write under way (the store rolls it back).
+                    if isinstance(error, asyncio.CancelledError):
+                        writing.task.cancel()
+                    await asyncio.gather(writing.task, return_exceptions=True)
+                raise
             if tally.added or tally.replaced:
                 await self._communities.refresh(kb.kb_prefix)
                 await self._after_bulk_load(tally.chunks)
@@ -137,8 +185,10 @@ class GraphIndexer:
         except StoreUnavailable as error:
             logger.warning("the store could not rebuild its search indexes after a bulk load: %s", error.message)
 
-    async def _index_batch(self, kb: str, batch: Sequence[SourceDocument], tally: _Tally) -> list[str]:
-        """Prepare every document of the batch, embed them in two calls, then write them in one store call.
+    async def _stage_batch(
+        self, kb: str, batch: Sequence[SourceDocument], tally: _Tally, writing: _Writing | None
+    ) -> _Staged:
+        """Prepare every document of the batch and embed them in two calls (while `writing` may still run).
 
         Small documents (a passage, a chat message) cost little each; what they share is the
         embedder's per-call overhead, which batching across documents pays once.
@@ -146,7 +196,7 @@ class GraphIndexer:
         prepared: dict[str, _Prepared] = {}
         doc_ids: list[str] = []
         for document in batch:
-            doc_id, work = await self._prepare(kb, document)
+            doc_id, work = await self._prepare(kb, document, writing)
             doc_ids.append(doc_id)
             if work is None or doc_id in prepared:
                 tally.unchanged += 1
@@ -158,7 +208,8 @@ class GraphIndexer:
         chunk_vectors = await self._embed(
             [f"{work.record.title}\n{chunk.text}" for work in prepared.values() for chunk in work.chunks]
         )
-        entity_vectors = await self._new_entity_vectors(kb, extractions)
+        in_flight = writing.staged.new_entity_ids if writing is not None and not writing.task.done() else frozenset()
+        entity_vectors = await self._new_entity_vectors(kb, extractions, in_flight)
         documents: list[DocumentWrite] = []
         offset = 0
         for work, extraction in zip(prepared.values(), extractions, strict=True):
@@ -167,18 +218,30 @@ class GraphIndexer:
             offered = {entity_id: entity_vectors[entity_id] for entity_id in mentioned if entity_id in entity_vectors}
             documents.append(DocumentWrite(graph, chunk_vectors[offset : offset + len(work.chunks)], offered))
             offset += len(work.chunks)
-        await self._store.upsert_documents(kb, documents)
-        for work, extraction in zip(prepared.values(), extractions, strict=True):
+        return _Staged(
+            tuple(doc_ids),
+            tuple(zip(prepared.values(), extractions, strict=True)),
+            tuple(documents),
+            frozenset(entity_vectors),
+        )
+
+    async def _write_batch(self, kb: str, staged: _Staged, tally: _Tally) -> None:
+        """One store call for the batch, then the older versions its documents replace."""
+        await self._store.upsert_documents(kb, staged.documents)
+        for work, extraction in staged.writes:
             for old in work.outdated:
                 await self._store.delete_document(kb, old)
             tally.count(work, extraction)
-        return doc_ids
 
-    async def _prepare(self, kb: str, document: SourceDocument) -> tuple[str, _Prepared | None]:
+    async def _prepare(
+        self, kb: str, document: SourceDocument, writing: _Writing | None = None
+    ) -> tuple[str, _Prepared | None]:
         """The document's id, and what to write — None when this exact content is stored already."""
         text = ids.normalise_text(document.text)
         title = document.title.strip() or "untitled"
         doc_id = ids.document_id(title, text)
+        if writing is not None and writing.involves(doc_id, document.source):
+            await writing.finished()  # what the store says about this document depends on that write
         if await self._store.get_document(kb, doc_id) is not None:
             return doc_id, None
         outdated = [d.doc_id for d in await self._previous_versions(kb, document.source) if d.doc_id != doc_id]
@@ -213,12 +276,16 @@ class GraphIndexer:
                 vectors[i] = vector
         return vectors
 
-    async def _new_entity_vectors(self, kb: str, extractions: Sequence[Extraction]) -> dict[str, Vector]:
-        """Vectors for the entities the KB does not have yet (existing ones keep theirs)."""
+    async def _new_entity_vectors(
+        self, kb: str, extractions: Sequence[Extraction], in_flight: frozenset[str] = frozenset()
+    ) -> dict[str, Vector]:
+        """Vectors for the entities the KB does not have yet (existing ones keep theirs; `in_flight` ones are
+        being written with theirs)."""
         first_mention: dict[str, EntityMention] = {}
         for extraction in extractions:
             for mention in extraction.entity_mentions:
-                first_mention.setdefault(mention.entity_id, mention)
+                if mention.entity_id not in in_flight:
+                    first_mention.setdefault(mention.entity_id, mention)
         existing = await self._store.existing_entity_ids(kb, list(first_mention))
         new = [mention for entity_id, mention in first_mention.items() if entity_id not in existing]
         vectors = await self._embed([_entity_text(mention) for mention in new])
@@ -236,6 +303,19 @@ class GraphIndexer:
 
     async def list_documents(self, kb: KnowledgeBase) -> list[DocumentRecord]:
         return await self._store.list_documents(kb.kb_prefix)
+
+
+def _reporter(
+    progress: ProgressCallback, batch: Sequence[SourceDocument], start: int, total: int
+) -> Callable[[asyncio.Task[None]], None]:
+    """Reports a batch's documents once its write succeeded."""
+
+    def report(task: asyncio.Task[None]) -> None:
+        if not task.cancelled() and task.exception() is None:
+            for offset, document in enumerate(batch, start=start + 1):
+                progress(offset, total, document.title)
+
+    return report
 
 
 def _entity_text(mention: EntityMention) -> str:
