@@ -108,6 +108,8 @@ class EventPipeline:
         except Exception:
             _skipped(middleware, "on_event", run)
             return (event,)
+        if outcome is event:  # passed on as it is: the usual outcome, and the one every token takes
+            return (event,)
         produced = () if outcome is None else outcome if isinstance(outcome, tuple) else (outcome,)
         if event.kind in _PROTECTED:
             if not any(item is event for item in produced):
