@@ -159,6 +159,7 @@ PEERS: dict[str, Any] = {
 # Store methods the indexer and the community refresh call (the agents' reads are not timed: they overlap).
 TIMED_STORE_METHODS = (
     "get_document",
+    "existing_document_ids",
     "find_documents_by_source",
     "existing_entity_ids",
     "upsert_document",
@@ -176,7 +177,7 @@ OUTSIDE_STAGES = "waiting for writes (not overlapped) and the rest"
 # (label, call paths summed; "self:<path>" is that path's time minus its timed children).
 STAGES: tuple[tuple[str, tuple[str, ...]], ...] = (
     ("document batches staged (all stages below)", ("batch",)),
-    ("  store lookups (document, entities)", ("batch/prepare/store.get_document",
+    ("  store lookups (document, entities)", ("batch/store.existing_document_ids",
                                               "batch/prepare/store.find_documents_by_source",
                                               "batch/entity vectors/store.existing_entity_ids")),
     ("  chunking", ("batch/prepare/chunking",)),

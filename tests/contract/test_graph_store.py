@@ -364,6 +364,13 @@ async def test_a_later_document_of_a_batch_replaces_an_earlier_one_with_its_id(g
     assert await graph_store.existing_entity_ids(KB, [eid(KB, "Apple"), eid(KB, "Mill")]) == {eid(KB, "Mill")}
 
 
+async def test_existing_document_ids(orchard: GraphStore) -> None:
+    asked = [cider().doc_id, "no-such-document", bees().doc_id, cider().doc_id]
+    assert await orchard.existing_document_ids(KB, asked) == {cider().doc_id, bees().doc_id}
+    assert await orchard.existing_document_ids(OTHER_KB, [cider().doc_id]) == set()
+    assert await orchard.existing_document_ids(KB, []) == set()
+
+
 async def test_existing_entity_ids(orchard: GraphStore) -> None:
     asked = [eid(KB, "Apple"), eid(KB, "Pear"), eid(OTHER_KB, "Apple")]
     assert await orchard.existing_entity_ids(KB, asked) == {eid(KB, "Apple")}

@@ -72,6 +72,10 @@ class GraphStore(GraphReader, Protocol):
 
     async def find_documents_by_source(self, kb: str, source: str) -> list[DocumentRecord]: ...
 
+    async def existing_document_ids(self, kb: str, doc_ids: Sequence[str]) -> set[str]:
+        """Which of `doc_ids` the KB holds: one read for a batch, where `get_document` is one per document."""
+        ...
+
     async def existing_entity_ids(self, kb: str, entity_ids: Sequence[str]) -> set[str]: ...
 
     async def upsert_document(

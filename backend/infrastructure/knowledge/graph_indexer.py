@@ -56,6 +56,22 @@ class _Prepared:
 
 
 @dataclass(frozen=True, slots=True)
+class _Identified:
+    """A source document with its id: the hash of its normalised title and text."""
+
+    document: SourceDocument
+    title: str
+    text: str
+    doc_id: str
+
+    @classmethod
+    def of(cls, document: SourceDocument) -> _Identified:
+        text = ids.normalise_text(document.text)
+        title = document.title.strip() or "untitled"
+        return cls(document, title, text, ids.document_id(title, text))
+
+
+@dataclass(frozen=True, slots=True)
 class _Staged:
     """A batch ready to write: what `_stage_batch` produced, for `_write_batch`."""
 
@@ -193,15 +209,17 @@ class GraphIndexer:
         Small documents (a passage, a chat message) cost little each; what they share is the
         embedder's per-call overhead, which batching across documents pays once.
         """
+        identified = [_Identified.of(document) for document in batch]
+        doc_ids = [item.doc_id for item in identified]
+        if writing is not None and any(writing.involves(item.doc_id, item.document.source) for item in identified):
+            await writing.finished()  # what the store says about these documents depends on that write
+        stored = await self._store.existing_document_ids(kb, doc_ids)
         prepared: dict[str, _Prepared] = {}
-        doc_ids: list[str] = []
-        for document in batch:
-            doc_id, work = await self._prepare(kb, document, writing)
-            doc_ids.append(doc_id)
-            if work is None or doc_id in prepared:
+        for item in identified:
+            if item.doc_id in stored or item.doc_id in prepared:
                 tally.unchanged += 1
             else:
-                prepared[doc_id] = work
+                prepared[item.doc_id] = await self._prepare(kb, item)
         extractions = await asyncio.gather(
             *(self._extractor.extract(kb, work.record, work.chunks) for work in prepared.values())
         )
@@ -233,21 +251,13 @@ class GraphIndexer:
                 await self._store.delete_document(kb, old)
             tally.count(work, extraction)
 
-    async def _prepare(
-        self, kb: str, document: SourceDocument, writing: _Writing | None = None
-    ) -> tuple[str, _Prepared | None]:
-        """The document's id, and what to write — None when this exact content is stored already."""
-        text = ids.normalise_text(document.text)
-        title = document.title.strip() or "untitled"
-        doc_id = ids.document_id(title, text)
-        if writing is not None and writing.involves(doc_id, document.source):
-            await writing.finished()  # what the store says about this document depends on that write
-        if await self._store.get_document(kb, doc_id) is not None:
-            return doc_id, None
-        outdated = [d.doc_id for d in await self._previous_versions(kb, document.source) if d.doc_id != doc_id]
-        chunks = self._chunks(kb, doc_id, text)
-        record = DocumentRecord(doc_id, title, dict(document.metadata), document.source, chunk_count=len(chunks))
-        return doc_id, _Prepared(record, tuple(chunks), tuple(outdated))
+    async def _prepare(self, kb: str, item: _Identified) -> _Prepared:
+        """What to write for a document the KB does not hold yet, and the older versions it replaces."""
+        document = item.document
+        outdated = [d.doc_id for d in await self._previous_versions(kb, document.source) if d.doc_id != item.doc_id]
+        chunks = self._chunks(kb, item.doc_id, item.text)
+        record = DocumentRecord(item.doc_id, item.title, dict(document.metadata), document.source, len(chunks))
+        return _Prepared(record, tuple(chunks), tuple(outdated))
 
     async def _previous_versions(self, kb: str, source: str) -> list[DocumentRecord]:
         return await self._store.find_documents_by_source(kb, source) if source else []

@@ -172,6 +172,11 @@ def list_documents(raw: sqlite3.Connection, kb: str, source: str | None = None) 
     return [_document(row) for row in rows]
 
 
+def existing_document_ids(raw: sqlite3.Connection, kb: str, doc_ids: Sequence[str]) -> set[str]:
+    rows = raw.execute(f"SELECT doc_id FROM documents WHERE kb = ?1 AND doc_id IN ({_IDS})", (kb, _ids(doc_ids)))
+    return {row[0] for row in rows}
+
+
 def existing_entity_ids(raw: sqlite3.Connection, kb: str, entity_ids: Sequence[str]) -> set[str]:
     rows = raw.execute(
         f"SELECT entity_id FROM entities WHERE kb = ?1 AND entity_id IN ({_IDS})", (kb, _ids(entity_ids))

@@ -118,6 +118,11 @@ class EmbeddedGraphStore:
     async def find_documents_by_source(self, kb: str, source: str) -> list[DocumentRecord]:
         return await self._read("find_documents_by_source", lambda raw: reads.list_documents(raw, kb, source))
 
+    async def existing_document_ids(self, kb: str, doc_ids: Sequence[str]) -> set[str]:
+        if not doc_ids:
+            return set()
+        return await self._read("existing_document_ids", lambda raw: reads.existing_document_ids(raw, kb, doc_ids))
+
     async def existing_entity_ids(self, kb: str, entity_ids: Sequence[str]) -> set[str]:
         if not entity_ids:
             return set()

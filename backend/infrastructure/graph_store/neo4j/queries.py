@@ -84,7 +84,8 @@ LIST_DOCUMENTS: Final = (
     + "\nORDER BY title, id"
 )
 
-EXISTING_ENTITY_IDS: Final = "UNWIND $uids AS uid MATCH (e:Entity {uid: uid}) RETURN e.id AS id"
+EXISTING_DOCUMENT_IDS: Final = "UNWIND $uids AS uid MATCH (d:Document {uid: uid}) WITH d.id AS id" + _rows("id")
+EXISTING_ENTITY_IDS: Final = "UNWIND $uids AS uid MATCH (e:Entity {uid: uid}) WITH e.id AS id" + _rows("id")
 
 COUNTS: Final = """
 RETURN COUNT { MATCH (n:Document {kbt: $kbt}) WHERE n.kb = $kb } AS documents,

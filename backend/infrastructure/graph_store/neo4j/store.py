@@ -407,11 +407,17 @@ class Neo4jGraphStore:
         )
         return [_document(r) for r in records]
 
+    async def existing_document_ids(self, kb: str, doc_ids: Sequence[str]) -> set[str]:
+        if not doc_ids:
+            return set()
+        uids = [node_uid(kb, d) for d in dict.fromkeys(doc_ids)]
+        return {r["id"] for r in await self._read_rows("existing_document_ids", q.EXISTING_DOCUMENT_IDS, uids=uids)}
+
     async def existing_entity_ids(self, kb: str, entity_ids: Sequence[str]) -> set[str]:
         if not entity_ids:
             return set()
         uids = [node_uid(kb, e) for e in dict.fromkeys(entity_ids)]
-        return {r["id"] for r in await self._read("existing_entity_ids", q.EXISTING_ENTITY_IDS, uids=uids)}
+        return {r["id"] for r in await self._read_rows("existing_entity_ids", q.EXISTING_ENTITY_IDS, uids=uids)}
 
     async def upsert_document(
         self,
