@@ -76,6 +76,7 @@ class _Staged:
     """A batch ready to write: what `_stage_batch` produced, for `_write_batch`."""
 
     doc_ids: tuple[str, ...]  # every document of the batch, written or unchanged, in input order
+    sources: frozenset[str]  # the batch's non-empty sources
     writes: tuple[tuple[_Prepared, Extraction], ...]
     documents: tuple[DocumentWrite, ...]
     new_entity_ids: frozenset[str]  # the entities whose vectors this batch brings
@@ -86,11 +87,10 @@ class _Writing:
     """A batch being written while the next one is staged."""
 
     staged: _Staged
-    sources: frozenset[str]
     task: asyncio.Task[None]
 
     def involves(self, doc_id: str, source: str) -> bool:
-        return doc_id in self.staged.doc_ids or (bool(source) and source in self.sources)
+        return doc_id in self.staged.doc_ids or (bool(source) and source in self.staged.sources)
 
     async def finished(self) -> None:
         # Shielded: staging may wait for the write, and `index()` owns (and may cancel) the task.
@@ -168,7 +168,7 @@ class GraphIndexer:
                     task = asyncio.create_task(self._write_batch(kb.kb_prefix, staged, tally))
                     if progress is not None:
                         task.add_done_callback(_reporter(progress, batch, start, len(documents)))
-                    writing = _Writing(staged, frozenset(d.source for d in batch if d.source), task)
+                    writing = _Writing(staged, task)
                 if writing is not None:
                     await writing.finished()
             except BaseException as error:
@@ -226,7 +226,8 @@ class GraphIndexer:
         chunk_vectors = await self._embed(
             [f"{work.record.title}\n{chunk.text}" for work in prepared.values() for chunk in work.chunks]
         )
-        in_flight = writing.staged.new_entity_ids if writing is not None and not writing.task.done() else frozenset()
+        # Written or still being written, the batch before brings these entities' vectors.
+        in_flight = writing.staged.new_entity_ids if writing is not None else frozenset()
         entity_vectors = await self._new_entity_vectors(kb, extractions, in_flight)
         documents: list[DocumentWrite] = []
         offset = 0
@@ -238,6 +239,7 @@ class GraphIndexer:
             offset += len(work.chunks)
         return _Staged(
             tuple(doc_ids),
+            frozenset(item.document.source for item in identified if item.document.source),
             tuple(zip(prepared.values(), extractions, strict=True)),
             tuple(documents),
             frozenset(entity_vectors),

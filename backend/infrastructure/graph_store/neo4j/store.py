@@ -408,16 +408,16 @@ class Neo4jGraphStore:
         return [_document(r) for r in records]
 
     async def existing_document_ids(self, kb: str, doc_ids: Sequence[str]) -> set[str]:
-        if not doc_ids:
-            return set()
-        uids = [node_uid(kb, d) for d in dict.fromkeys(doc_ids)]
-        return {r["id"] for r in await self._read_rows("existing_document_ids", q.EXISTING_DOCUMENT_IDS, uids=uids)}
+        return await self._existing_ids("existing_document_ids", q.EXISTING_DOCUMENT_IDS, kb, doc_ids)
 
     async def existing_entity_ids(self, kb: str, entity_ids: Sequence[str]) -> set[str]:
-        if not entity_ids:
+        return await self._existing_ids("existing_entity_ids", q.EXISTING_ENTITY_IDS, kb, entity_ids)
+
+    async def _existing_ids(self, operation: str, statement: LiteralString, kb: str, ids: Sequence[str]) -> set[str]:
+        if not ids:
             return set()
-        uids = [node_uid(kb, e) for e in dict.fromkeys(entity_ids)]
-        return {r["id"] for r in await self._read_rows("existing_entity_ids", q.EXISTING_ENTITY_IDS, uids=uids)}
+        uids = [node_uid(kb, i) for i in dict.fromkeys(ids)]
+        return {r["id"] for r in await self._read_rows(operation, statement, uids=uids)}
 
     async def upsert_document(
         self,
