@@ -16,8 +16,8 @@ import platform
 import threading
 import time
 from collections import defaultdict
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager, contextmanager
 from contextvars import ContextVar
 from datetime import datetime
 from pathlib import Path
@@ -68,6 +68,28 @@ class StageClock:
 
             replacement = timed
         setattr(owner, attr, replacement)  # an instance attribute shadows the class's method
+        self._wrapped.append((owner, attr))
+
+    def wrap_exit(self, owner: object, attr: str, label: str) -> None:
+        """Time, under `label`, the exit of the async context manager `owner.attr(...)` returns: from the end of
+        its body to the end of its `__aexit__` (a store finishing a bulk load)."""
+        original: Callable[..., AbstractAsyncContextManager[Any]] = getattr(owner, attr)
+
+        @functools.wraps(original)
+        @asynccontextmanager
+        async def timed(*args: Any, **kwargs: Any) -> AsyncIterator[Any]:
+            body_done: float | None = None
+            try:
+                async with original(*args, **kwargs) as value:
+                    try:
+                        yield value
+                    finally:
+                        body_done = time.perf_counter()
+            finally:
+                if body_done is not None:
+                    self.calls[label].append(time.perf_counter() - body_done)
+
+        setattr(owner, attr, timed)
         self._wrapped.append((owner, attr))
 
     def restore(self) -> None:

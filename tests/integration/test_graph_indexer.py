@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import AsyncIterator, Sequence
+from contextlib import asynccontextmanager
 
 import numpy as np
 import numpy.typing as npt
@@ -16,7 +17,7 @@ from backend.graphrag_agent import ids
 from backend.graphrag_agent.extraction.base import Extraction
 from backend.graphrag_agent.extraction.offline import OfflineExtractor
 from backend.graphrag_agent.text import mostly_cjk
-from backend.infrastructure.graph_store.port import GraphStore
+from backend.infrastructure.graph_store.port import BulkLoad, DocumentWrite, GraphStore
 from tests.support.hash_embedder import HashEmbedder
 from tests.support.indexing import make_indexer
 
@@ -172,35 +173,70 @@ async def test_text_the_embedder_does_not_cover_is_indexed_without_vectors(graph
     assert {hit.title for hit in hits} == {"长城"}
 
 
-async def test_the_store_hears_of_each_load_that_wrote_documents(
+class _HeardLoad:
+    def __init__(self, load: BulkLoad, heard: list[tuple[str, int]], store: GraphStore) -> None:
+        self._load, self._heard, self._store = load, heard, store
+
+    async def documents_written(self) -> None:
+        self._heard.append(("documents written", (await self._store.counts(KB.kb_prefix)).documents))
+        await self._load.documents_written()
+
+
+def _listen_to_bulk_loads(graph_store: GraphStore, monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """What the indexer tells the store's bulk_load: (event, documents asked for / stored / communities stored)."""
+    heard: list[tuple[str, int]] = []
+    real = graph_store.bulk_load
+
+    @asynccontextmanager
+    async def spy(documents: int) -> AsyncIterator[BulkLoad]:
+        heard.append(("enter", documents))
+        try:
+            async with real(documents) as load:
+                yield _HeardLoad(load, heard, graph_store)
+        finally:
+            heard.append(("exit", (await graph_store.counts(KB.kb_prefix)).communities))
+
+    monkeypatch.setattr(graph_store, "bulk_load", spy)
+    return heard
+
+
+async def test_a_load_that_writes_runs_inside_the_stores_bulk_load(
     graph_store: GraphStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    heard: list[int] = []
-    real = graph_store.after_bulk_load
+    heard = _listen_to_bulk_loads(graph_store, monkeypatch)
+    indexer = make_indexer(graph_store, HashEmbedder(), batch_size=1)
+    await indexer.index(KB, [ADA])
+    assert heard[:2] == [("enter", 1), ("documents written", 1)]
+    assert heard[2][0] == "exit" and heard[2][1] > 0  # the communities were refreshed inside
+    heard.clear()
+    # Entered at the first batch with something to write, for the documents from there on.
+    await indexer.index(KB, [ADA, GRACE, ALAN])
+    assert [event for event, _ in heard] == ["enter", "documents written", "exit"]
+    assert heard[:2] == [("enter", 2), ("documents written", 3)]
+    heard.clear()
+    await indexer.index(KB, [ADA, GRACE])  # nothing to write: no bulk load
+    assert heard == []
 
-    async def spy(chunks_written: int) -> bool:
-        heard.append(chunks_written)
-        return await real(chunks_written)
 
-    monkeypatch.setattr(graph_store, "after_bulk_load", spy)
-    indexer = make_indexer(graph_store, HashEmbedder())
-    report = await indexer.index(KB, [ADA, GRACE])
-    assert heard == [report.chunks_written] and report.chunks_written >= 2
-    await indexer.index(KB, [ADA, GRACE])  # nothing new: nothing to tidy
-    assert heard == [report.chunks_written]
-
-
-async def test_a_failed_index_rebuild_does_not_fail_the_load(
-    graph_store: GraphStore, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+async def test_a_failed_load_still_leaves_the_stores_bulk_load(
+    graph_store: GraphStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def refuse(chunks_written: int) -> bool:
-        raise StoreUnavailable("rebuild refused")
+    heard = _listen_to_bulk_loads(graph_store, monkeypatch)
+    writes = 0
+    real = graph_store.upsert_documents
 
-    monkeypatch.setattr(graph_store, "after_bulk_load", refuse)
-    report = await make_indexer(graph_store, HashEmbedder()).index(KB, [ADA, ALAN])
-    assert report.documents_added == 2
-    assert (await graph_store.counts(KB.kb_prefix)).documents == 2
-    assert "rebuild refused" in caplog.text
+    async def second_write_fails(kb: str, documents: Sequence[DocumentWrite]) -> None:
+        nonlocal writes
+        writes += 1
+        if writes == 2:
+            raise StoreUnavailable("the second write failed")
+        await real(kb, documents)
+
+    monkeypatch.setattr(graph_store, "upsert_documents", second_write_fails)
+    with pytest.raises(StoreUnavailable, match="second write"):
+        await make_indexer(graph_store, HashEmbedder(), batch_size=1).index(KB, [ADA, GRACE, ALAN])
+    assert heard == [("enter", 3), ("exit", 0)]  # no refresh: the load failed
+    assert (await graph_store.counts(KB.kb_prefix)).documents == 1
 
 
 # -- batches pipelined: the next batch is staged while the one before it is written ----------------------------

@@ -35,7 +35,7 @@ from backend.infrastructure.graph_store.neo4j.community_refresh import BatchLimi
 from backend.infrastructure.graph_store.neo4j.errors import DRIVER_ERRORS, store_unavailable
 from backend.infrastructure.graph_store.neo4j.params import DocumentParams, document_params
 from backend.infrastructure.graph_store.neo4j.store import _groups_of_chunks, lucene_query
-from backend.infrastructure.graph_store.port import GraphCounts
+from backend.infrastructure.graph_store.port import DocumentWrite, GraphCounts
 from tests.support.neo4j import TEST_EMBEDDING_DIMENSION, Neo4jServer, open_test_store
 from tests.support.tcp_forwarder import TcpForwarder, closed_port
 
@@ -387,54 +387,102 @@ async def test_vector_search_agrees_with_an_exact_ranking(neo4j_server: Neo4jSer
         await store.close()
 
 
-async def test_a_bulk_load_rebuilds_the_vector_indexes_and_searches_find_the_same(neo4j_server: Neo4jServer) -> None:
-    store = await open_test_store(neo4j_server, exact_scan_max=2, bulk_rebuild_min_chunks=6)
+async def test_a_bulk_load_suspends_the_vector_indexes_and_builds_them_again(neo4j_server: Neo4jServer) -> None:
+    store = await open_test_store(neo4j_server, exact_scan_max=2, bulk_load_min_documents=6)
     try:
         await store.delete_everything()
         rng = np.random.default_rng(11)
-        vectors = [rng.standard_normal(DIM).astype(np.float32) for _ in range(8)]
-        for i, vector in enumerate(vectors):
-            await store.upsert_document("kb", simple_document("kb", f"d{i}", f"text {i}"), [vector], {})
+        vectors = {f"d{i}-c0": rng.standard_normal(DIM).astype(np.float32) for i in range(8)}
         query = rng.standard_normal(DIM).astype(np.float32)
-        before = [(h.chunk_id, h.score) for h in await store.search_chunks_vector("kb", query, 5)]
-        ids_before = await _vector_index_ids(neo4j_server)
+        cosine = {c: float(v @ query / np.linalg.norm(v) / np.linalg.norm(query)) for c, v in vectors.items()}
+        exact = sorted(cosine, key=lambda c: -cosine[c])[:5]
+        before = await _vector_indexes(neo4j_server)
+        assert set(before) == VECTOR_INDEXES
 
-        assert not await store.after_bulk_load(5)  # fewer chunks than the store's minimum
-        assert await _vector_index_ids(neo4j_server) == ids_before
-        assert await store.after_bulk_load(8)
+        async with store.bulk_load(8) as load:
+            assert await _vector_indexes(neo4j_server) == {}  # suspended
+            for i, vector in enumerate(vectors.values()):
+                await store.upsert_document("kb", simple_document("kb", f"d{i}", f"text {i}"), [vector], {})
+            # 8 vectors are a large set here (exact_scan_max=2), so the index is asked first, fails, and the
+            # exact scan answers.
+            meanwhile = [h.chunk_id for h in await store.search_chunks_vector("kb", query, 5)]
+            await load.documents_written()
+            # The chunk and entity indexes are being built; the community one waits for the refresh.
+            assert set(await _vector_indexes(neo4j_server)) == VECTOR_INDEXES - {"graphrag_community_embedding"}
+        after = await _vector_indexes(neo4j_server)
 
-        ids_after = await _vector_index_ids(neo4j_server)
-        assert set(ids_after) == set(ids_before) == VECTOR_INDEXES  # same names, online again ...
-        assert all(ids_after[name] != ids_before[name] for name in VECTOR_INDEXES)  # ... as new indexes
+        assert set(after) == VECTOR_INDEXES
+        assert set(after.values()) == {"ONLINE"}  # the exit waited for them
         assert store.vector_index_dimensions["graphrag_chunk_embedding"] == DIM
-        after = [(h.chunk_id, h.score) for h in await store.search_chunks_vector("kb", query, 5)]
-        assert [c for c, _ in after] == [c for c, _ in before]
-        assert [s for _, s in after] == pytest.approx([s for _, s in before], abs=1e-5)
+        assert meanwhile == exact
+        assert [h.chunk_id for h in await store.search_chunks_vector("kb", query, 5)] == exact  # by the index
     finally:
         await store.close()
 
 
-async def test_a_small_load_into_a_large_index_leaves_it_be(neo4j_server: Neo4jServer) -> None:
-    store = await open_test_store(neo4j_server, bulk_rebuild_min_chunks=1)
+async def test_a_small_load_keeps_the_vector_indexes(neo4j_server: Neo4jServer) -> None:
+    store = await open_test_store(neo4j_server, bulk_load_min_documents=2)
     try:
         await store.delete_everything()
         for i in range(8):
             await store.upsert_document("kb", simple_document("kb", f"d{i}", f"text {i}"), [axis(i)], {})
-        ids_before = await _vector_index_ids(neo4j_server)
-        assert not await store.after_bulk_load(1)  # 1 of 8 chunk vectors: under a quarter of the index
-        assert await _vector_index_ids(neo4j_server) == ids_before
-        assert await store.after_bulk_load(2)
+        before = await _vector_indexes(neo4j_server)
+        async with store.bulk_load(1):  # fewer documents than the store's minimum
+            assert await _vector_indexes(neo4j_server) == before
+        store._bulk_load_min_documents = 1
+        async with store.bulk_load(1):  # 1 document against 8 chunk vectors: under a quarter
+            assert await _vector_indexes(neo4j_server) == before
+        async with store.bulk_load(2):
+            assert await _vector_indexes(neo4j_server) == {}
+        assert set(await _vector_indexes(neo4j_server)) == VECTOR_INDEXES
     finally:
         await store.close()
 
 
-async def _vector_index_ids(server: Neo4jServer) -> dict[str, int]:
+async def test_a_failed_load_builds_the_vector_indexes_again(neo4j_server: Neo4jServer) -> None:
+    store = await open_test_store(neo4j_server, bulk_load_min_documents=1)
+    try:
+        await store.delete_everything()
+        with pytest.raises(RuntimeError, match="the load failed"):
+            async with store.bulk_load(1):
+                assert await _vector_indexes(neo4j_server) == {}
+                raise RuntimeError("the load failed")
+        found = await _vector_indexes(neo4j_server)
+        assert set(found) == VECTOR_INDEXES and set(found.values()) == {"ONLINE"}
+    finally:
+        await store.close()
+
+
+async def test_vector_indexes_a_load_could_not_build_are_built_at_the_next_open(
+    neo4j_server: Neo4jServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    store = await open_test_store(neo4j_server, bulk_load_min_documents=1)
+    try:
+        await store.delete_everything()
+
+        async def refuse(dimensions: dict[str, int]) -> None:
+            raise StoreUnavailable("the build was refused")
+
+        monkeypatch.setattr(store, "_build_vector_indexes", refuse)
+        async with store.bulk_load(1):
+            pass  # the exit logs the failure instead of raising it: the documents are written
+        assert "the build was refused" in caplog.text
+        assert await _vector_indexes(neo4j_server) == {}
+    finally:
+        await store.close()
+    reopened = await open_test_store(neo4j_server)
+    try:
+        assert set(await _vector_indexes(neo4j_server)) == VECTOR_INDEXES
+    finally:
+        await reopened.close()
+
+
+async def _vector_indexes(server: Neo4jServer) -> dict[str, str]:
+    """Each vector index's state."""
     auth = (server.user, server.password) if server.password else None
     async with AsyncGraphDatabase.driver(server.uri, auth=auth) as driver:
-        found = await driver.execute_query(
-            "SHOW VECTOR INDEXES YIELD id, name, state WHERE state = 'ONLINE' RETURN id, name"
-        )
-    return {str(r["name"]): int(r["id"]) for r in found.records}
+        found = await driver.execute_query("SHOW VECTOR INDEXES YIELD name, state RETURN name, state")
+    return {str(r["name"]): str(r["state"]) for r in found.records}
 
 
 def test_a_batch_is_written_in_groups_of_a_bounded_number_of_chunks() -> None:
@@ -461,7 +509,17 @@ async def test_one_dimension_per_kb(store: Neo4jGraphStore) -> None:
         await store.search_chunks_vector("kb", longer, 5)
     with pytest.raises(InvalidRequest):
         await store.upsert_document("kb", simple_document("kb", "d2", "nan"), [np.full(DIM, np.nan)], {})
+    # In one batch, each document is checked against the KB and the documents before it.
+    mixed = [
+        DocumentWrite(simple_document("kb", "d3", "third"), [axis(1)], {}),
+        DocumentWrite(simple_document("kb", "d4", "fourth"), [longer], {}),
+    ]
+    with pytest.raises(InvalidRequest, match="dimension"):
+        await store.upsert_documents("kb", mixed)
     assert (await store.counts("kb")).documents == 1
+    # A document's own chunks, about to be replaced, do not count: the KB's only document may change dimension.
+    await store.upsert_document("kb", simple_document("kb", "d0", "first again"), [longer], {})
+    assert (await store.chunk_embeddings("kb", ["d0-c0"]))["d0-c0"].shape == (DIM + 1,)
 
 
 # -- community refresh in batches ---------------------------------------------------------------------------------

@@ -20,7 +20,7 @@ from neo4j import AsyncGraphDatabase
 
 from backend.infrastructure.graph_store.neo4j import Neo4jGraphStore
 from backend.infrastructure.graph_store.neo4j.community_refresh import DEFAULT_BATCHES, BatchLimits
-from backend.infrastructure.graph_store.neo4j.store import BULK_REBUILD_MIN_CHUNKS, EXACT_SCAN_MAX
+from backend.infrastructure.graph_store.neo4j.store import BULK_LOAD_MIN_DOCUMENTS, EXACT_SCAN_MAX
 from tests.support.postgres import docker_answers, service_missing
 
 NEO4J_IMAGE = "neo4j:5.26"
@@ -65,20 +65,20 @@ async def open_test_store(
     server: Neo4jServer,
     exact_scan_max: int = EXACT_SCAN_MAX,
     community_batches: BatchLimits = DEFAULT_BATCHES,
-    bulk_rebuild_min_chunks: int = BULK_REBUILD_MIN_CHUNKS,
+    bulk_load_min_documents: int = BULK_LOAD_MIN_DOCUMENTS,
 ) -> Neo4jGraphStore:
     """A store on the test server, with the suite's vector dimension (vector indexes of another are rebuilt)."""
-    store = await _open(server, exact_scan_max, community_batches, bulk_rebuild_min_chunks)
+    store = await _open(server, exact_scan_max, community_batches, bulk_load_min_documents)
     stale = [name for name, size in store.vector_index_dimensions.items() if size != TEST_EMBEDDING_DIMENSION]
     if not stale:
         return store
     await store.close()
     await _drop_indexes(server, stale)
-    return await _open(server, exact_scan_max, community_batches, bulk_rebuild_min_chunks)
+    return await _open(server, exact_scan_max, community_batches, bulk_load_min_documents)
 
 
 async def _open(
-    server: Neo4jServer, exact_scan_max: int, community_batches: BatchLimits, bulk_rebuild_min_chunks: int
+    server: Neo4jServer, exact_scan_max: int, community_batches: BatchLimits, bulk_load_min_documents: int
 ) -> Neo4jGraphStore:
     return await Neo4jGraphStore.open(
         server.uri,
@@ -87,7 +87,7 @@ async def _open(
         embedding_dimension=TEST_EMBEDDING_DIMENSION,
         exact_scan_max=exact_scan_max,
         community_batches=community_batches,
-        bulk_rebuild_min_chunks=bulk_rebuild_min_chunks,
+        bulk_load_min_documents=bulk_load_min_documents,
     )
 
 

@@ -20,7 +20,8 @@ Rules every adapter follows:
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import AsyncIterator, Mapping, Sequence
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -36,6 +37,27 @@ class DocumentWrite:
     graph: DocumentGraph
     chunk_vectors: Sequence[Vector]
     entity_vectors: Mapping[str, Vector]
+
+
+class BulkLoad(Protocol):
+    """What a load tells the store while inside `GraphStore.bulk_load`."""
+
+    async def documents_written(self) -> None:
+        """Every document of the load is written: what follows (the community refresh) adds no chunk or entity."""
+        ...
+
+
+class NothingSuspended:
+    """The `BulkLoad` of a load that suspended nothing."""
+
+    async def documents_written(self) -> None:
+        return None
+
+
+@asynccontextmanager
+async def bulk_load_without_suspension() -> AsyncIterator[BulkLoad]:
+    """`bulk_load` for a store whose search indexes need no care during a load."""
+    yield NothingSuspended()
 
 
 @dataclass(frozen=True, slots=True)
@@ -114,8 +136,12 @@ class GraphStore(GraphReader, Protocol):
 
     async def counts(self, kb: str) -> GraphCounts: ...
 
-    async def after_bulk_load(self, chunks_written: int) -> bool:
-        """A bulk load just wrote `chunks_written` chunks, their entities and a community refresh. A store
-        whose search indexes degrade under many small writes may rebuild them here (searches stay correct,
-        they may wait meanwhile); True if it did."""
+    def bulk_load(self, documents: int) -> AbstractAsyncContextManager[BulkLoad]:
+        """Bracket a load of up to `documents` documents and the community refresh after it.
+
+        A store whose search indexes cost more to keep up write by write than to build once may suspend them
+        on entry and build them again: from `documents_written()` on (the refresh overlaps the build), at the
+        latest on exit, which returns once they serve again, also when the load failed. Searches stay correct
+        meanwhile (slower, or waiting for the build). A store that cannot build them on exit logs it: they are
+        built when the store is next opened."""
         ...

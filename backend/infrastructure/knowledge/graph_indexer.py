@@ -9,6 +9,9 @@ one is prepared, extracted and embedded (ours). What the next batch decides from
 a document whose id or source is in the batch being written waits for that write, and the entities that
 batch introduces count as existing (they get their vector from it). A write starts only after the one
 before it succeeded, so a failure stops the run with nothing after it written.
+
+The writes and the community refresh run inside the store's `bulk_load`, which may suspend search indexes
+that cost more to keep up write by write than to build once (Neo4j's vector indexes on a large load).
 """
 
 from __future__ import annotations
@@ -16,20 +19,20 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Callable, Sequence
+from contextlib import AsyncExitStack
 from dataclasses import dataclass
 from typing import Protocol
 
 import numpy as np
 
 from backend.application.ports.ingestion import IndexReport, ProgressCallback, SourceDocument
-from backend.domain.errors import StoreUnavailable
 from backend.domain.graph import ChunkRecord, DocumentGraph, DocumentRecord, EntityMention
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent import ids
 from backend.graphrag_agent.chunking import chunk_text
 from backend.graphrag_agent.extraction.base import Extraction, Extractor
 from backend.graphrag_agent.ports import TextEmbedder, Vector
-from backend.infrastructure.graph_store.port import DocumentWrite, GraphStore
+from backend.infrastructure.graph_store.port import BulkLoad, DocumentWrite, GraphStore
 from backend.infrastructure.knowledge.locks import KbLocks
 
 logger = logging.getLogger(__name__)
@@ -156,32 +159,11 @@ class GraphIndexer:
     ) -> IndexReport:
         tally = _Tally()
         doc_ids: list[str] = []
-        async with self._lock(kb.kb_prefix):
-            writing: _Writing | None = None
-            try:
-                for start in range(0, len(documents), self._batch_size):
-                    batch = documents[start : start + self._batch_size]
-                    staged = await self._stage_batch(kb.kb_prefix, batch, tally, writing)
-                    doc_ids.extend(staged.doc_ids)
-                    if writing is not None:
-                        await writing.finished()
-                    task = asyncio.create_task(self._write_batch(kb.kb_prefix, staged, tally))
-                    if progress is not None:
-                        task.add_done_callback(_reporter(progress, batch, start, len(documents)))
-                    writing = _Writing(staged, task)
-                if writing is not None:
-                    await writing.finished()
-            except BaseException as error:
-                if writing is not None and not writing.task.done():
-                    # A batch that failed to stage leaves the one before it to finish; only a cancelled
-                    # `index()` cancels the write under way (the store rolls it back).
-                    if isinstance(error, asyncio.CancelledError):
-                        writing.task.cancel()
-                    await asyncio.gather(writing.task, return_exceptions=True)
-                raise
-            if tally.added or tally.replaced:
+        async with self._lock(kb.kb_prefix), AsyncExitStack() as stack:
+            load = await self._write_batches(kb.kb_prefix, documents, tally, doc_ids, progress, stack)
+            if load is not None and (tally.added or tally.replaced):
+                await load.documents_written()
                 await self._communities.refresh(kb.kb_prefix)
-                await self._after_bulk_load(tally.chunks)
         logger.info(
             "indexed kb=%s: %d added, %d unchanged, %d replaced, %d chunks, %d model calls",
             kb.kb_prefix,
@@ -193,13 +175,43 @@ class GraphIndexer:
         )
         return tally.report(doc_ids)
 
-    async def _after_bulk_load(self, chunks_written: int) -> None:
-        """Let the store tidy its search indexes. The documents are written by then, so a failure here only
-        leaves searches slower than they could be: logged, not raised."""
+    async def _write_batches(
+        self,
+        kb: str,
+        documents: Sequence[SourceDocument],
+        tally: _Tally,
+        doc_ids: list[str],
+        progress: ProgressCallback | None,
+        stack: AsyncExitStack,
+    ) -> BulkLoad | None:
+        """Stage each batch while the one before it is written. The store's bulk load is entered at the first
+        write, in `stack` (a run whose documents are all stored already changes nothing); None if none."""
+        load: BulkLoad | None = None
+        writing: _Writing | None = None
         try:
-            await self._store.after_bulk_load(chunks_written)
-        except StoreUnavailable as error:
-            logger.warning("the store could not rebuild its search indexes after a bulk load: %s", error.message)
+            for start in range(0, len(documents), self._batch_size):
+                batch = documents[start : start + self._batch_size]
+                staged = await self._stage_batch(kb, batch, tally, writing)
+                doc_ids.extend(staged.doc_ids)
+                if writing is not None:
+                    await writing.finished()
+                if load is None and staged.documents:
+                    load = await stack.enter_async_context(self._store.bulk_load(len(documents) - start))
+                task = asyncio.create_task(self._write_batch(kb, staged, tally))
+                if progress is not None:
+                    task.add_done_callback(_reporter(progress, batch, start, len(documents)))
+                writing = _Writing(staged, task)
+            if writing is not None:
+                await writing.finished()
+        except BaseException as error:
+            if writing is not None and not writing.task.done():
+                # A batch that failed to stage leaves the one before it to finish; only a cancelled
+                # `index()` cancels the write under way (the store rolls it back).
+                if isinstance(error, asyncio.CancelledError):
+                    writing.task.cancel()
+                await asyncio.gather(writing.task, return_exceptions=True)
+            raise
+        return load
 
     async def _stage_batch(
         self, kb: str, batch: Sequence[SourceDocument], tally: _Tally, writing: _Writing | None

@@ -15,7 +15,7 @@ from __future__ import annotations
 import asyncio
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Mapping, Sequence
-from contextlib import asynccontextmanager
+from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -41,7 +41,12 @@ from backend.infrastructure.graph_store.embedded.connection import (
 from backend.infrastructure.graph_store.embedded.rows import community_rows, document_rows
 from backend.infrastructure.graph_store.embedded.schema import create_schema
 from backend.infrastructure.graph_store.embedded.vectors import VectorCache, unit_query
-from backend.infrastructure.graph_store.port import DocumentWrite, GraphCounts
+from backend.infrastructure.graph_store.port import (
+    BulkLoad,
+    DocumentWrite,
+    GraphCounts,
+    bulk_load_without_suspension,
+)
 
 T = TypeVar("T")
 
@@ -157,8 +162,8 @@ class EmbeddedGraphStore:
     async def counts(self, kb: str) -> GraphCounts:
         return await self._read("counts", lambda raw: reads.counts(raw, kb))
 
-    async def after_bulk_load(self, chunks_written: int) -> bool:
-        return False  # the vectors are searched as dense matrices: nothing fragments
+    def bulk_load(self, documents: int) -> AbstractAsyncContextManager[BulkLoad]:
+        return bulk_load_without_suspension()  # vectors are searched as dense matrices, rebuilt when read
 
     # -- communities ----------------------------------------------------------------------------------------
 

@@ -73,3 +73,18 @@ def _detail(exc: BaseException) -> str:
         text = str(exc)
     text = " ".join(text.split())
     return text if len(text) <= _MAX_DETAIL else text[: _MAX_DETAIL - 1] + "…"
+
+
+# What `db.index.vector.queryNodes` says of an index that is not there (a bulk load suspended it, maybe in another
+# process) or did not come online within the server's wait (still populating). Neo4j has no status code of its own
+# for these: the message tells them apart from other procedure failures.
+_VECTOR_INDEX_UNAVAILABLE: Final = ("There is no such vector schema index", "Expected index to come online")
+
+
+def vector_index_unavailable(exc: BaseException | None) -> bool:
+    """True when a vector index query failed because the index is missing or not online (not the query)."""
+    return (
+        isinstance(exc, ClientError)
+        and exc.code == "Neo.ClientError.Procedure.ProcedureCallFailed"
+        and any(text in (exc.message or "") for text in _VECTOR_INDEX_UNAVAILABLE)
+    )

@@ -66,6 +66,17 @@ def kb_scope(kb: str) -> Params:
     return {"kb": kb, "kbt": kb_token(kb)}
 
 
+class QuietList(list[Any]):
+    """A list the driver packs like any other but whose repr is short. neo4j 6.4 builds the repr of every query's
+    parameters for its debug log before it checks the log level: for 500 vectors of 384 floats that took 105 ms,
+    where packing them took 4 ms (and a tenth of the indexing process's CPU on 2wiki went to it)."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return f"<{len(self)} values>"
+
+
 @dataclass(frozen=True, slots=True)
 class StoredVector:
     """A checked vector: `values` is None for a zero vector (it has no direction to index)."""
@@ -78,7 +89,7 @@ def stored_vector(vector: Vector, what: str) -> StoredVector:
     array = np.asarray(vector, dtype=np.float32).reshape(-1)
     if array.size == 0 or not np.all(np.isfinite(array)):
         raise InvalidRequest(f"{what} has an empty or non-finite embedding")
-    values = [float(x) for x in array] if np.any(array) else None
+    values = QuietList(array.tolist()) if np.any(array) else None  # tolist: Python floats, converted in C
     return StoredVector(values, int(array.size))
 
 

@@ -100,32 +100,14 @@ RETURN COLLECT { MATCH (e:Entity {kbt: $kbt}) WHERE e.kb = $kb RETURN e.id } AS 
         MATCH (a:Entity {kbt: $kbt})-[r:RELATED]->(b:Entity) WHERE a.kb = $kb RETURN [a.id, b.id, r.weight]
     } AS edges"""
 
-# -- writing documents (per document a lock and a write, then one merge per batch: see writes.py) --------------
+# -- writing documents (a group of documents in two statements, then one merge: see writes.py) ---------------
 
-# What a write must know first: is the document there (with what), and the KB's embedding dimensions
-# (the document's own chunks excluded: they are about to be replaced). Read under the document's write
-# lock (SET/REMOVE of a marker), so that two writes of one document run one after the other.
+# What a delete must know first: is the document there, and with which entities and relation pairs. Read under
+# the document's write lock (SET/REMOVE of a marker), so that two writes of one document run one after the other.
 _DOCUMENT_STATE = """
-RETURN d IS NOT NULL AND d._new IS NULL AS exists, d.created_at AS created_at,
+RETURN d IS NOT NULL AS exists,
     COLLECT { MATCH (d)<-[:PART_OF]-(:Chunk)-[:MENTIONS]->(e:Entity) RETURN DISTINCT e.id } AS entity_ids,
-    COLLECT { MATCH (m:RelationMention {doc: $uid}) RETURN DISTINCT [m.source_id, m.target_id] } AS pairs,
-    head(COLLECT {
-        MATCH (n:Chunk {kbt: $kbt}) WHERE n.kb = $kb AND n.embedding IS NOT NULL AND NOT (n)-[:PART_OF]->(d)
-        RETURN size(n.embedding) LIMIT 1
-    }) AS chunk_dimension,
-    head(COLLECT {
-        MATCH (n:Entity {kbt: $kbt}) WHERE n.kb = $kb AND n.embedding IS NOT NULL RETURN size(n.embedding) LIMIT 1
-    }) AS entity_dimension"""
-
-# The node is created here if new (marked `_new` until WRITE_DOCUMENT fills it in the same transaction).
-LOCK_DOCUMENT_FOR_WRITE: Final = (
-    """
-MERGE (d:Document {uid: $uid})
-ON CREATE SET d._new = true
-SET d._lock = true REMOVE d._lock
-WITH d"""
-    + _DOCUMENT_STATE
-)
+    COLLECT { MATCH (m:RelationMention {doc: $uid}) RETURN DISTINCT [m.source_id, m.target_id] } AS pairs"""
 
 LOCK_DOCUMENT_FOR_DELETE: Final = (
     """
@@ -141,8 +123,8 @@ CALL () { MATCH (c:Chunk)-[:PART_OF]->(:Document {uid: $uid}) DETACH DELETE c }
 """
 
 # The mentions that remain for the entities and relations a write touched ($entity_uids, $pairs): the
-# input of the merge rules, read in the transaction that changed them, under its locks (after a batch of
-# WRITE_DOCUMENTs, once: a hub entity's mentions are read once per batch, not per document).
+# input of the merge rules, read in the transaction that changed them, under its locks (after a group of
+# documents, once: a hub entity's mentions are read once per group, not per document).
 MERGE_INPUTS: Final = """
 RETURN COLLECT {
         UNWIND $entity_uids AS uid
@@ -157,45 +139,67 @@ RETURN COLLECT {
         RETURN [m.pair, m.source_id, m.target_id, m.description, m.weight, m.chunk_id]
     } AS relation_mentions"""
 
-WRITE_DOCUMENT: Final = (
-    _REMOVE_DOCUMENT_CONTENT
-    + """
-MERGE (d:Document {uid: $uid})
-SET d.kb = $kb, d.kbt = $kbt, d.id = $doc.id, d.title = $doc.title, d.metadata = $doc.metadata,
-    d.source = $doc.source, d.skey = $doc.skey, d.chunk_count = $doc.chunk_count, d.created_at = $doc.created_at
-REMOVE d._new
-WITH d
-CALL (d) {
-    UNWIND $chunks AS row
-    CREATE (c:Chunk)
-    SET c = row, c.kb = $kb, c.kbt = $kbt
-    CREATE (c)-[:PART_OF]->(d)
+# The KB's embedding dimensions before a group of documents is written: the chunk one without the group's own
+# documents (their chunks are about to be replaced).
+KB_DIMENSIONS: Final = """
+RETURN head(COLLECT {
+        MATCH (n:Chunk {kbt: $kbt}) WHERE n.kb = $kb AND NOT n.doc_id IN $doc_ids AND n.embedding IS NOT NULL
+        RETURN size(n.embedding) LIMIT 1
+    }) AS chunk_dimension,
+    head(COLLECT {
+        MATCH (n:Entity {kbt: $kbt}) WHERE n.kb = $kb AND n.embedding IS NOT NULL RETURN size(n.embedding) LIMIT 1
+    }) AS entity_dimension"""
+
+# Each document of a group, in order, in one statement (a round trip and a query execution per group, not two
+# per document): its write lock, what it held (the merge's input: the entities and relation pairs it
+# mentioned), then its old content replaced by the new. A document written twice in a group sees its first
+# write, as it would in two statements.
+WRITE_DOCUMENTS: Final = """
+UNWIND $documents AS p
+CALL (p) {
+    MERGE (d:Document {uid: p.uid})
+    SET d._lock = true REMOVE d._lock
+    WITH d, p, d.created_at AS created_at,
+        COLLECT { MATCH (d)<-[:PART_OF]-(:Chunk)-[:MENTIONS]->(e:Entity) RETURN DISTINCT e.id } AS entity_ids,
+        COLLECT { MATCH (m:RelationMention {doc: p.uid}) RETURN DISTINCT [m.source_id, m.target_id] } AS pairs
+    CALL (p) { MATCH (m:RelationMention {doc: p.uid}) DELETE m }
+    CALL (d) { MATCH (c:Chunk)-[:PART_OF]->(d) DETACH DELETE c }
+    SET d.kb = $kb, d.kbt = $kbt, d.id = p.doc.id, d.title = p.doc.title, d.metadata = p.doc.metadata,
+        d.source = p.doc.source, d.skey = p.doc.skey, d.chunk_count = p.doc.chunk_count,
+        d.created_at = coalesce(p.doc.created_at, created_at, $now)
+    WITH d, p, entity_ids, pairs
+    CALL (d, p) {
+        UNWIND p.chunks AS row
+        CREATE (c:Chunk)
+        SET c = row, c.kb = $kb, c.kbt = $kbt
+        CREATE (c)-[:PART_OF]->(d)
+    }
+    CALL (p) {
+        UNWIND p.next AS pair
+        MATCH (a:Chunk {uid: pair[0]}), (b:Chunk {uid: pair[1]})
+        CREATE (a)-[:NEXT]->(b)
+    }
+    CALL (p) {
+        UNWIND p.entities AS row
+        MERGE (e:Entity {uid: row.uid})
+        ON CREATE SET e.kb = $kb, e.kbt = $kbt, e.id = row.id, e.name = '', e.type = '', e.description = '',
+            e.mention_count = 0, e.terms = ''
+        WITH e, row WHERE row.has_embedding AND e.has_embedding IS NULL
+        SET e.embedding = row.embedding, e.has_embedding = true
+    }
+    CALL (p) {
+        UNWIND p.mentions AS row
+        MATCH (c:Chunk {uid: row.chunk}), (e:Entity {uid: row.entity})
+        CREATE (c)-[:MENTIONS {name: row.name, type: row.type, description: row.description}]->(e)
+    }
+    CALL (p) {
+        UNWIND p.relation_mentions AS row
+        CREATE (m:RelationMention)
+        SET m = row, m.kb = $kb
+    }
+    RETURN {entity_ids: entity_ids, pairs: pairs} AS held
 }
-CALL () {
-    UNWIND $next AS pair
-    MATCH (a:Chunk {uid: pair[0]}), (b:Chunk {uid: pair[1]})
-    CREATE (a)-[:NEXT]->(b)
-}
-CALL () {
-    UNWIND $entities AS row
-    MERGE (e:Entity {uid: row.uid})
-    ON CREATE SET e.kb = $kb, e.kbt = $kbt, e.id = row.id, e.name = '', e.type = '', e.description = '',
-        e.mention_count = 0, e.terms = ''
-    WITH e, row WHERE row.has_embedding AND e.has_embedding IS NULL
-    SET e.embedding = row.embedding, e.has_embedding = true
-}
-CALL () {
-    UNWIND $mentions AS row
-    MATCH (c:Chunk {uid: row.chunk}), (e:Entity {uid: row.entity})
-    CREATE (c)-[:MENTIONS {name: row.name, type: row.type, description: row.description}]->(e)
-}
-CALL () {
-    UNWIND $relation_mentions AS row
-    CREATE (m:RelationMention)
-    SET m = row, m.kb = $kb
-}
-RETURN DISTINCT true AS written"""
-)
+RETURN collect(held) AS held"""
 
 # Write locks on the entities a delete touches, taken (in id order) before their remaining mentions are read:
 # two deletes that share an entity or relation would otherwise each merge what they saw before the other's
@@ -448,7 +452,7 @@ LIMIT $limit
     )
 
 
-# Every KB's chunk vectors: the chunk vector index's size (after_bulk_load).
+# Every KB's chunk vectors: the chunk vector index's size (bulk_load).
 COUNT_CHUNK_VECTORS: Final = "MATCH (n:Chunk) WHERE n.embedding IS NOT NULL RETURN count(n) AS vectors"
 
 CHUNK_VECTOR_PROBE: Final = _vector_probe("Chunk")

@@ -10,7 +10,7 @@ a search to its KB. Vector indexes are cosine, unquantised, of the configured di
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Final, LiteralString
 
 from neo4j import AsyncDriver, AsyncManagedTransaction
@@ -127,7 +127,7 @@ async def ensure_schema(driver: AsyncDriver, database: str | None, dimension: in
     for name, statement in rules:
         if name not in present:
             await _create(driver, database, statement)
-    await driver.execute_query("CALL db.awaitIndexes($seconds)", {"seconds": INDEX_WAIT_S}, database_=database)
+    await await_indexes(driver, database)
     found = await driver.execute_query(_VECTOR_INDEX_DIMENSIONS, {"names": list(_VECTOR_INDEXES)}, database_=database)
     dimensions = {str(r["name"]): int(r["dimension"]) for r in found.records if r["dimension"] is not None}
     for index, actual in dimensions.items():
@@ -143,24 +143,40 @@ async def ensure_schema(driver: AsyncDriver, database: str | None, dimension: in
     return dimensions
 
 
-async def rebuild_vector_indexes(driver: AsyncDriver, database: str | None, dimensions: Mapping[str, int]) -> None:
-    """Drop and re-create the given vector indexes (name → dimension) in one schema transaction, then wait
-    until they are online.
+async def drop_vector_indexes(driver: AsyncDriver, database: str | None, names: Iterable[str]) -> None:
+    """Drop the named vector indexes (a bulk load suspends them: `create_vector_indexes` builds them again).
 
-    Neo4j's vector index grows by one small Lucene segment per write transaction, and a query searches every
-    segment: after 6,119 one-document transactions (2wiki) a 50-nearest query on the 7,110 chunk vectors took
-    29 ms, 6 ms once rebuilt; on the 46,157 entity vectors 14 ms, 9 ms rebuilt. A rebuilt index is populated
-    in bulk (2.5 s and 12 s there). In one transaction the index never goes missing: a query meanwhile waits
-    for the population, then searches the new index.
+    Neo4j keeps a vector index up to date write by write: every transaction adds its vectors to a small HNSW
+    graph of its own, and background merges rebuild those graphs into larger ones. Loading all of 2wiki (7,110
+    chunk and 46,157 entity vectors) that way cost the JVM more CPU than populating the indexes once at the end,
+    and left searches slower until the index was rebuilt anyway.
     """
 
-    async def rebuild(tx: AsyncManagedTransaction) -> None:
-        for index, dimension in dimensions.items():
+    async def drop(tx: AsyncManagedTransaction) -> None:
+        for index in names:
+            if index not in _VECTOR_INDEXES:
+                raise ValueError(f"unknown vector index {index!r}")
             await (await tx.run("DROP INDEX $name IF EXISTS", {"name": index})).consume()
+
+    async with driver.session(database=database) as session:
+        await session.execute_write(drop)
+
+
+async def create_vector_indexes(driver: AsyncDriver, database: str | None, dimensions: Mapping[str, int]) -> None:
+    """Create the given vector indexes (name → dimension) that do not exist, in one schema transaction. Neo4j
+    populates them in the background from the vectors stored: a query of an index still populating waits for
+    it (`await_indexes` waits for all of them)."""
+
+    async def create(tx: AsyncManagedTransaction) -> None:
+        for index, dimension in dimensions.items():
             await (await tx.run(vector_index_statement(index, _VECTOR_INDEXES[index], dimension))).consume()
 
     async with driver.session(database=database) as session:
-        await session.execute_write(rebuild)
+        await session.execute_write(create)
+
+
+async def await_indexes(driver: AsyncDriver, database: str | None) -> None:
+    """Wait until every index is online (at most INDEX_WAIT_S)."""
     await driver.execute_query("CALL db.awaitIndexes($seconds)", {"seconds": INDEX_WAIT_S}, database_=database)
 
 

@@ -15,8 +15,8 @@ import asyncio
 import json
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterator, Mapping, Sequence
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping, Sequence
+from contextlib import asynccontextmanager, contextmanager
 from dataclasses import dataclass
 from datetime import datetime
 from functools import partial
@@ -53,10 +53,16 @@ from backend.graphrag_agent.text import fulltext_query_terms
 from backend.infrastructure.graph_store.neo4j import community_refresh, writes
 from backend.infrastructure.graph_store.neo4j import queries as q
 from backend.infrastructure.graph_store.neo4j.community_refresh import DEFAULT_BATCHES, BatchLimits
-from backend.infrastructure.graph_store.neo4j.errors import DRIVER_ERRORS, public_uri, store_unavailable
+from backend.infrastructure.graph_store.neo4j.errors import (
+    DRIVER_ERRORS,
+    public_uri,
+    store_unavailable,
+    vector_index_unavailable,
+)
 from backend.infrastructure.graph_store.neo4j.params import (
     MAX_TERM_CHARS,
     DocumentParams,
+    QuietList,
     community_params,
     document_params,
     kb_scope,
@@ -64,8 +70,13 @@ from backend.infrastructure.graph_store.neo4j.params import (
     node_uid,
     source_key,
 )
-from backend.infrastructure.graph_store.neo4j.schema import ensure_schema, rebuild_vector_indexes
-from backend.infrastructure.graph_store.port import DocumentWrite, GraphCounts
+from backend.infrastructure.graph_store.neo4j.schema import (
+    await_indexes,
+    create_vector_indexes,
+    drop_vector_indexes,
+    ensure_schema,
+)
+from backend.infrastructure.graph_store.port import BulkLoad, DocumentWrite, GraphCounts, NothingSuspended
 
 T = TypeVar("T")
 _log = logging.getLogger(__name__)
@@ -78,7 +89,7 @@ EXACT_SCAN_MAX: Final = 300
 # Chunks per write transaction of `upsert_documents`: 2wiki's 64-passage indexer batches (about 75 chunks) fit
 # in one; a few hundred long-document chunks with their mentions stay well inside Neo4j's transaction memory.
 WRITE_BATCH_CHUNKS: Final = 500
-BULK_REBUILD_MIN_CHUNKS: Final = 1_000  # after_bulk_load: smaller loads leave the vector indexes as they are
+BULK_LOAD_MIN_DOCUMENTS: Final = 1_000  # bulk_load: smaller loads keep the vector indexes up to date as they write
 _MAX_QUERY_TERMS: Final = 64  # bounds the cost of one fulltext search
 # The vector index is shared by every KB, so it is asked for more candidates than `limit`: first a few (the
 # usual case, one KB or a large one: an index query costs more the more it is asked for, 22 ms for 60
@@ -119,13 +130,13 @@ def _escape(term: str) -> str:
     return "".join("\\" + ch if ch in _LUCENE_SPECIAL else ch for ch in term)
 
 
-def _unit(embedding: Vector) -> list[float] | None:
+def _unit(embedding: Vector) -> QuietList | None:
     """The query as unit-length floats; None when it has no direction (zero or not finite)."""
     vector = np.asarray(embedding, dtype=np.float32).reshape(-1)
     norm = float(np.linalg.norm(vector))
     if vector.size == 0 or not np.isfinite(norm) or norm == 0.0:
         return None
-    return [float(x) for x in vector / np.float32(norm)]
+    return QuietList((vector / np.float32(norm)).tolist())
 
 
 @dataclass(frozen=True, slots=True)
@@ -236,6 +247,19 @@ def _in_order(records: Sequence[Row], wanted: Sequence[str]) -> list[Row]:
     return [by_id[key] for key in dict.fromkeys(wanted) if key in by_id]
 
 
+class _VectorIndexBuild:
+    """The `BulkLoad` of a load that suspended the vector indexes: once the documents are written, the chunk and
+    entity indexes are built while the community refresh runs (the community index is built after it: the
+    refresh writes communities in many transactions, which would leave that index in as many small pieces)."""
+
+    def __init__(self, build: Callable[[Mapping[str, int]], Awaitable[None]], dimensions: Mapping[str, int]) -> None:
+        self._build = build
+        self._dimensions = dimensions
+
+    async def documents_written(self) -> None:
+        await self._build({k: v for k, v in self._dimensions.items() if k != q.COMMUNITY_VECTOR_INDEX})
+
+
 class Neo4jGraphStore:
     """Implements `GraphStore` (so also `GraphReader` and `ChunkIndex`) on Neo4j 5.
 
@@ -254,7 +278,7 @@ class Neo4jGraphStore:
         secrets: tuple[str, ...] = (),
         community_batches: BatchLimits = DEFAULT_BATCHES,
         max_retry_time_s: float = 15.0,
-        bulk_rebuild_min_chunks: int = BULK_REBUILD_MIN_CHUNKS,
+        bulk_load_min_documents: int = BULK_LOAD_MIN_DOCUMENTS,
     ) -> None:
         self._driver = driver
         self._max_retry_time_s = max_retry_time_s
@@ -266,7 +290,7 @@ class Neo4jGraphStore:
         self._server = server
         self._index_dimensions = dict(index_dimensions or {})
         self._exact_scan_max = exact_scan_max
-        self._bulk_rebuild_min_chunks = bulk_rebuild_min_chunks
+        self._bulk_load_min_documents = bulk_load_min_documents
         # (kind, kb, level) → a probe that found more vectors than exact_scan_max, and until when to trust it.
         self._large_vector_sets: dict[tuple[str, str, int | None], tuple[_VectorSet, float]] = {}
         self._secrets = secrets
@@ -286,7 +310,7 @@ class Neo4jGraphStore:
         exact_scan_max: int = EXACT_SCAN_MAX,
         community_batches: BatchLimits = DEFAULT_BATCHES,
         lazy: bool = False,
-        bulk_rebuild_min_chunks: int = BULK_REBUILD_MIN_CHUNKS,
+        bulk_load_min_documents: int = BULK_LOAD_MIN_DOCUMENTS,
     ) -> Neo4jGraphStore:
         """Connect, create the schema if needed (idempotent) and return the store.
 
@@ -321,7 +345,7 @@ class Neo4jGraphStore:
             secrets=secrets,
             community_batches=community_batches,
             max_retry_time_s=max_retry_time_s,
-            bulk_rebuild_min_chunks=bulk_rebuild_min_chunks,
+            bulk_load_min_documents=bulk_load_min_documents,
         )
         store._pending_dimension = embedding_dimension
         try:
@@ -441,27 +465,50 @@ class Neo4jGraphStore:
     async def delete_document(self, kb: str, doc_id: str) -> bool:
         return await self._write("delete_document", lambda tx: writes.delete_document(tx, kb, doc_id))
 
-    async def after_bulk_load(self, chunks_written: int) -> bool:
-        """Rebuild the vector indexes (schema.rebuild_vector_indexes) when the load wrote at least
-        `bulk_rebuild_min_chunks` chunks and a quarter of all chunk vectors stored: rebuilding costs time in
-        proportion to the whole index (shared by every KB), so a small load into a large index leaves it be."""
-        if chunks_written < self._bulk_rebuild_min_chunks:
+    @asynccontextmanager
+    async def bulk_load(self, documents: int) -> AsyncIterator[BulkLoad]:
+        """Suspend the vector indexes (`schema.drop_vector_indexes` says why) for a load of at least
+        `bulk_load_min_documents` documents and a quarter as many as the chunk vectors stored: building an index
+        costs time in proportion to all its vectors (every KB's), so a small load into a large index keeps it
+        up to date write by write. Meanwhile vector searches scan exactly, in this process or another."""
+        if not await self._worth_suspending(documents):
+            yield NothingSuspended()
+            return
+        dimensions = dict(self._index_dimensions)
+        with self._translated("suspending the vector indexes"):
+            await drop_vector_indexes(self._driver, self._database, dimensions)
+        _log.info("suspended Neo4j vector indexes %s for a bulk load of %d documents", ", ".join(dimensions), documents)
+        try:
+            yield _VectorIndexBuild(self._build_vector_indexes, dimensions)
+        finally:
+            await self._finish_vector_index_build(dimensions)
+
+    async def _worth_suspending(self, documents: int) -> bool:
+        if documents < self._bulk_load_min_documents:
+            return False
+        await self._ready()  # the vector indexes are known once the schema is in place
+        if not self._index_dimensions:
             return False
         [stored] = await self._read("count_chunk_vectors", q.COUNT_CHUNK_VECTORS)
-        if not self._index_dimensions or chunks_written * 4 < int(stored["vectors"]):
-            return False
+        return documents * 4 >= int(stored["vectors"])
+
+    async def _build_vector_indexes(self, dimensions: Mapping[str, int]) -> None:
+        """Create those of the indexes that do not exist yet (Neo4j populates them in the background)."""
+        with self._translated("building the vector indexes"):
+            await create_vector_indexes(self._driver, self._database, dimensions)
+
+    async def _finish_vector_index_build(self, dimensions: Mapping[str, int]) -> None:
+        """Build the indexes the load has not, and wait until all serve. Failing, the documents stay written and
+        searches correct (exact): logged, not raised; `ensure_schema` builds them at the next open."""
         started = time.perf_counter()
-        await self._ready()
-        with self._translated("rebuild_vector_indexes"):
-            await rebuild_vector_indexes(self._driver, self._database, self._index_dimensions)
-        _log.info(
-            "rebuilt Neo4j vector indexes %s after a bulk load of %d chunks (%d chunk vectors in all) in %.1f s",
-            ", ".join(sorted(self._index_dimensions)),
-            chunks_written,
-            stored["vectors"],
-            time.perf_counter() - started,
-        )
-        return True
+        try:
+            await self._build_vector_indexes(dimensions)
+            with self._translated("waiting for the vector indexes"):
+                await await_indexes(self._driver, self._database)
+        except StoreUnavailable as error:
+            _log.warning("the vector indexes suspended for a bulk load are not built yet: %s", error.message)
+        else:
+            _log.info("Neo4j vector indexes online %.1f s after the bulk load", time.perf_counter() - started)
 
     async def counts(self, kb: str) -> GraphCounts:
         found = (await self._read("counts", q.COUNTS, **kb_scope(kb)))[0]
@@ -546,12 +593,26 @@ class Neo4jGraphStore:
         self._check_query_dimension(kind, kb, vectors.dimension, len(vector))
         params = {**kb_scope(kb), "level": level, "vector": vector, "limit": limit}
         if vectors.large and self._index_dimensions.get(kind.index) == len(vector):
+            found = await self._indexed_passes(operation, kind, limit, params)
+            if found is not None:
+                return found
+        return _best_first(await self._read_rows(operation, kind.exact, **params))
+
+    async def _indexed_passes(
+        self, operation: str, kind: _VectorKind, limit: int, params: Mapping[str, Any]
+    ) -> list[Row] | None:
+        """The index's answer, or None when the passes found too few or the index is not serving (a bulk load
+        suspended it, here or in another process): the exact scan answers then."""
+        try:
             for times, at_least in _CANDIDATE_PASSES:
                 k = min(max(limit * times, at_least), _MAX_CANDIDATES)
                 found = await self._read_rows(operation, kind.indexed, k=k, **params)
                 if len(found) >= limit:
                     return _best_first(found)
-        return _best_first(await self._read_rows(operation, kind.exact, **params))
+        except StoreUnavailable as error:
+            if not vector_index_unavailable(error.__cause__):
+                raise
+        return None
 
     async def _probe(self, operation: str, kind: _VectorKind, kb: str, level: int | None) -> _VectorSet | None:
         """The KB's vectors of this kind (None: it has none). A large set is remembered for a while: searching

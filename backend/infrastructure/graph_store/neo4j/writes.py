@@ -18,6 +18,7 @@ from backend.infrastructure.graph_store.merge import MergedEntity, merge_entity,
 from backend.infrastructure.graph_store.neo4j import queries as q
 from backend.infrastructure.graph_store.neo4j.params import (
     DocumentParams,
+    QuietList,
     indexed_terms,
     kb_scope,
     node_uid,
@@ -27,7 +28,10 @@ from backend.infrastructure.graph_store.validation import utc_timestamp
 
 
 async def run(tx: AsyncManagedTransaction, query: LiteralString, **params: Any) -> list[Record]:
-    result = await tx.run(query, params)
+    # Batches of rows are large: their repr, which the driver builds whatever the log level, would cost more
+    # than sending them (params.QuietList).
+    quiet = {name: QuietList(value) if isinstance(value, list) else value for name, value in params.items()}
+    result = await tx.run(query, quiet)
     return [record async for record in result]
 
 
@@ -35,37 +39,40 @@ async def run(tx: AsyncManagedTransaction, query: LiteralString, **params: Any) 
 
 
 async def write_documents(tx: AsyncManagedTransaction, batch: Sequence[DocumentParams]) -> None:
-    """Replace each document (if stored) by its params, in order, then re-merge every entity and relation any
-    of them touched, once: per document, its state before (under its lock) and the write itself; then the
-    mentions that remain, read once for the whole batch, and the merge."""
+    """Replace each document (if stored) by its params, in order, then re-merge every entity and relation any of
+    them touched, once: the KB's embedding dimensions checked, the documents written in one statement (which
+    returns what each held before), then the mentions that remain, read once for the whole batch, and the
+    merge."""
     if not batch:
         return
     kb = batch[0].kb
+    if any(p.kb != kb for p in batch):
+        raise ValueError("a batch of documents belongs to one KB")
+    [stored] = await run(tx, q.KB_DIMENSIONS, doc_ids=[p.document["id"] for p in batch], **kb_scope(kb))
+    _check_dimensions(kb, stored["chunk_dimension"], stored["entity_dimension"], batch)
+    [written] = await run(
+        tx, q.WRITE_DOCUMENTS, **kb_scope(kb), now=utc_timestamp(), documents=[_document_row(p) for p in batch]
+    )
     entity_ids: set[str] = set()
     pairs: dict[str, tuple[str, str]] = {}
-    for p in batch:
-        if p.kb != kb:
-            raise ValueError("a batch of documents belongs to one KB")
-        [state] = await run(tx, q.LOCK_DOCUMENT_FOR_WRITE, uid=p.uid, **kb_scope(kb))
-        _check_dimension(kb, "chunk", state["chunk_dimension"], p.chunk_dimension)
-        _check_dimension(kb, "entity", state["entity_dimension"], p.entity_dimension)
-        entity_ids |= set(p.entity_ids).union(state["entity_ids"])
-        pairs |= _pair_keys(kb, set(p.relation_pairs).union((s, t) for s, t in state["pairs"]))
-        await run(
-            tx,
-            q.WRITE_DOCUMENT,
-            **kb_scope(kb),
-            uid=p.uid,
-            doc={**p.document, "created_at": p.document["created_at"] or state["created_at"] or utc_timestamp()},
-            chunks=p.chunks,
-            next=p.next,
-            entities=p.entities,
-            mentions=p.mentions,
-            relation_mentions=p.relation_mentions,
-        )
+    for p, held in zip(batch, written["held"], strict=True):
+        entity_ids |= set(p.entity_ids).union(held["entity_ids"])
+        pairs |= _pair_keys(kb, set(p.relation_pairs).union((s, t) for s, t in held["pairs"]))
     entity_uids = [node_uid(kb, e) for e in sorted(entity_ids)]
     [inputs] = await run(tx, q.MERGE_INPUTS, entity_uids=entity_uids, pairs=sorted(pairs))
     await _apply_merges(tx, kb, inputs, pairs)
+
+
+def _document_row(p: DocumentParams) -> dict[str, Any]:
+    return {
+        "uid": p.uid,
+        "doc": p.document,
+        "chunks": p.chunks,
+        "next": p.next,
+        "entities": p.entities,
+        "mentions": p.mentions,
+        "relation_mentions": p.relation_mentions,
+    }
 
 
 async def delete_document(tx: AsyncManagedTransaction, kb: str, doc_id: str) -> bool:
@@ -81,13 +88,24 @@ async def delete_document(tx: AsyncManagedTransaction, kb: str, doc_id: str) -> 
     return True
 
 
-def _check_dimension(kb: str, what: str, stored: int | None, written: int | None) -> None:
-    """A KB holds one embedding dimension per kind: vector search compares like with like."""
+def _check_dimensions(
+    kb: str, chunk_dimension: int | None, entity_dimension: int | None, batch: Sequence[DocumentParams]
+) -> None:
+    """A KB holds one embedding dimension per kind, so that vector search compares like with like: each document
+    of the batch must match what the KB holds and the documents before it in the batch."""
+    for p in batch:
+        chunk_dimension = _checked_dimension(kb, "chunk", chunk_dimension, p.chunk_dimension)
+        entity_dimension = _checked_dimension(kb, "entity", entity_dimension, p.entity_dimension)
+
+
+def _checked_dimension(kb: str, what: str, stored: int | None, written: int | None) -> int | None:
+    """The KB's dimension once `written` is added (unchanged when either is unknown)."""
     if stored is not None and written is not None and int(stored) != written:
         raise InvalidRequest(
             f"KB {kb!r} holds {stored}-dimensional {what} embeddings, this write has {written}: "
             "re-index the whole KB after changing the embedding model"
         )
+    return int(stored) if stored is not None else written
 
 
 # -- merged entities and relations -----------------------------------------------------------------------------
