@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 from neo4j._codec.packstream.v1 import Packer
 
-from backend.infrastructure.graph_store.neo4j.params import QuietList, stored_vector
+from backend.infrastructure.graph_store.neo4j.params import QuietList, quiet, stored_vector
 
 
 class _Buffer:
@@ -30,7 +30,16 @@ def test_a_quiet_list_is_packed_exactly_like_a_list() -> None:
 
 def test_its_repr_does_not_grow_with_its_values() -> None:
     vector = stored_vector(np.linspace(-1.0, 1.0, 384, dtype=np.float32), "chunk c0")
-    assert isinstance(vector.values, QuietList)
     assert vector.values == [float(x) for x in np.linspace(-1.0, 1.0, 384, dtype=np.float32)]
-    assert repr(vector.values) == "<384 values>"
-    assert repr({"documents": QuietList([{"embedding": vector.values}] * 500)}) == "{'documents': <500 values>}"
+    assert repr(QuietList(vector.values)) == "<384 values>"
+
+
+def test_every_list_the_store_sends_is_quiet_and_nothing_else_changes() -> None:
+    vector = stored_vector(np.linspace(-1.0, 1.0, 384, dtype=np.float32), "chunk c0").values
+    # A read (a query vector) and a write (rows holding vectors), as the store hands them to the driver.
+    read = quiet({"kb": "kb", "vector": vector, "limit": 5, "level": None})
+    write = quiet({"documents": [{"embedding": vector}] * 500, "now": "2026-11-27T00:00:00Z"})
+    assert repr(read) == "{'kb': 'kb', 'vector': <384 values>, 'limit': 5, 'level': None}"
+    assert repr(write) == "{'documents': <500 values>, 'now': '2026-11-27T00:00:00Z'}"
+    assert _packed(read) == _packed({"kb": "kb", "vector": vector, "limit": 5, "level": None})
+    assert _packed(write) == _packed({"documents": [{"embedding": vector}] * 500, "now": "2026-11-27T00:00:00Z"})

@@ -77,6 +77,12 @@ class QuietList(list[Any]):
         return f"<{len(self)} values>"
 
 
+def quiet(params: Mapping[str, Any]) -> Params:
+    """`params` with every list a `QuietList`: what the store hands the driver, reads and writes alike (a list
+    holds the vectors and the batches of rows)."""
+    return {name: QuietList(value) if isinstance(value, list) else value for name, value in params.items()}
+
+
 @dataclass(frozen=True, slots=True)
 class StoredVector:
     """A checked vector: `values` is None for a zero vector (it has no direction to index)."""
@@ -89,7 +95,7 @@ def stored_vector(vector: Vector, what: str) -> StoredVector:
     array = np.asarray(vector, dtype=np.float32).reshape(-1)
     if array.size == 0 or not np.all(np.isfinite(array)):
         raise InvalidRequest(f"{what} has an empty or non-finite embedding")
-    values = QuietList(array.tolist()) if np.any(array) else None  # tolist: Python floats, converted in C
+    values = array.tolist() if np.any(array) else None  # tolist: Python floats, converted in C
     return StoredVector(values, int(array.size))
 
 

@@ -62,12 +62,12 @@ from backend.infrastructure.graph_store.neo4j.errors import (
 from backend.infrastructure.graph_store.neo4j.params import (
     MAX_TERM_CHARS,
     DocumentParams,
-    QuietList,
     community_params,
     document_params,
     kb_scope,
     kb_token,
     node_uid,
+    quiet,
     source_key,
 )
 from backend.infrastructure.graph_store.neo4j.schema import (
@@ -130,13 +130,14 @@ def _escape(term: str) -> str:
     return "".join("\\" + ch if ch in _LUCENE_SPECIAL else ch for ch in term)
 
 
-def _unit(embedding: Vector) -> QuietList | None:
+def _unit(embedding: Vector) -> list[float] | None:
     """The query as unit-length floats; None when it has no direction (zero or not finite)."""
     vector = np.asarray(embedding, dtype=np.float32).reshape(-1)
     norm = float(np.linalg.norm(vector))
     if vector.size == 0 or not np.isfinite(norm) or norm == 0.0:
         return None
-    return QuietList((vector / np.float32(norm)).tolist())
+    unit: list[float] = (vector / np.float32(norm)).tolist()
+    return unit
 
 
 @dataclass(frozen=True, slots=True)
@@ -723,11 +724,12 @@ class Neo4jGraphStore:
             retry=retry_if_exception(_retryable),
             reraise=True,
         )
+        sent = quiet(params)
         with self._translated(operation):
             async for attempt in attempts:
                 with attempt:
                     async with self._session(READ_ACCESS) as session:
-                        result = await session.run(Query(statement), params)
+                        result = await session.run(Query(statement), sent)
                         return [record async for record in result]
         raise AssertionError("unreachable: tenacity either returns an attempt's result or raises")
 

@@ -18,20 +18,17 @@ from backend.infrastructure.graph_store.merge import MergedEntity, merge_entity,
 from backend.infrastructure.graph_store.neo4j import queries as q
 from backend.infrastructure.graph_store.neo4j.params import (
     DocumentParams,
-    QuietList,
     indexed_terms,
     kb_scope,
     node_uid,
     pair_uid,
+    quiet,
 )
 from backend.infrastructure.graph_store.validation import utc_timestamp
 
 
 async def run(tx: AsyncManagedTransaction, query: LiteralString, **params: Any) -> list[Record]:
-    # Batches of rows are large: their repr, which the driver builds whatever the log level, would cost more
-    # than sending them (params.QuietList).
-    quiet = {name: QuietList(value) if isinstance(value, list) else value for name, value in params.items()}
-    result = await tx.run(query, quiet)
+    result = await tx.run(query, quiet(params))
     return [record async for record in result]
 
 
