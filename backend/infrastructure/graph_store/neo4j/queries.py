@@ -102,25 +102,31 @@ RETURN COLLECT { MATCH (e:Entity {kbt: $kbt}) WHERE e.kb = $kb RETURN e.id } AS 
 
 # -- writing documents (a group of documents in two statements, then one merge: see writes.py) ---------------
 
-# What a delete must know first: is the document there, and with which entities and relation pairs. Read under
-# the document's write lock (SET/REMOVE of a marker), so that two writes of one document run one after the other.
-_DOCUMENT_STATE = """
-RETURN d IS NOT NULL AS exists,
-    COLLECT { MATCH (d)<-[:PART_OF]-(:Chunk)-[:MENTIONS]->(e:Entity) RETURN DISTINCT e.id } AS entity_ids,
-    COLLECT { MATCH (m:RelationMention {doc: $uid}) RETURN DISTINCT [m.source_id, m.target_id] } AS pairs"""
+# A write and a delete both read what a document held and remove its content; `uid` is how the statement names
+# the document's uid (`$uid`, or `p.uid` for a row of a group), and `d` is the document.
 
-LOCK_DOCUMENT_FOR_DELETE: Final = (
-    """
+
+def _held(uid: str) -> str:
+    """The merge's input from document `d`: the entities its chunks mention and the relation pairs it states."""
+    return f"""COLLECT {{ MATCH (d)<-[:PART_OF]-(:Chunk)-[:MENTIONS]->(e:Entity) RETURN DISTINCT e.id }} AS entity_ids,
+    COLLECT {{ MATCH (m:RelationMention {{doc: {uid}}}) RETURN DISTINCT [m.source_id, m.target_id] }} AS pairs"""
+
+
+def _remove_content(uid: str, imports: str) -> str:
+    """Delete the document's relation mentions and its chunks with their links (`imports`: what `uid` needs)."""
+    return f"""
+CALL ({imports}) {{ MATCH (m:RelationMention {{doc: {uid}}}) DELETE m }}
+CALL ({imports}) {{ MATCH (c:Chunk)-[:PART_OF]->(:Document {{uid: {uid}}}) DETACH DELETE c }}
+"""
+
+
+# What a delete must know first: is the document there, and what it held. Read under the document's write lock
+# (SET/REMOVE of a marker), so that two writers of one document run one after the other.
+LOCK_DOCUMENT_FOR_DELETE: Final = """
 OPTIONAL MATCH (d:Document {uid: $uid})
 FOREACH (locked IN CASE WHEN d IS NULL THEN [] ELSE [d] END | SET locked._lock = true REMOVE locked._lock)
-WITH d"""
-    + _DOCUMENT_STATE
-)
-
-_REMOVE_DOCUMENT_CONTENT = """
-CALL () { MATCH (m:RelationMention {doc: $uid}) DELETE m }
-CALL () { MATCH (c:Chunk)-[:PART_OF]->(:Document {uid: $uid}) DETACH DELETE c }
-"""
+WITH d
+RETURN d IS NOT NULL AS exists, """ + _held("$uid")
 
 # The mentions that remain for the entities and relations a write touched ($entity_uids, $pairs): the
 # input of the merge rules, read in the transaction that changed them, under its locks (after a group of
@@ -154,16 +160,16 @@ RETURN head(COLLECT {
 # per document): its write lock, what it held (the merge's input: the entities and relation pairs it
 # mentioned), then its old content replaced by the new. A document written twice in a group sees its first
 # write, as it would in two statements.
-WRITE_DOCUMENTS: Final = """
+WRITE_DOCUMENTS: Final = (
+    """
 UNWIND $documents AS p
 CALL (p) {
     MERGE (d:Document {uid: p.uid})
     SET d._lock = true REMOVE d._lock
-    WITH d, p, d.created_at AS created_at,
-        COLLECT { MATCH (d)<-[:PART_OF]-(:Chunk)-[:MENTIONS]->(e:Entity) RETURN DISTINCT e.id } AS entity_ids,
-        COLLECT { MATCH (m:RelationMention {doc: p.uid}) RETURN DISTINCT [m.source_id, m.target_id] } AS pairs
-    CALL (p) { MATCH (m:RelationMention {doc: p.uid}) DELETE m }
-    CALL (d) { MATCH (c:Chunk)-[:PART_OF]->(d) DETACH DELETE c }
+    WITH d, p, d.created_at AS created_at, """
+    + _held("p.uid")
+    + _remove_content("p.uid", "p")
+    + """
     SET d.kb = $kb, d.kbt = $kbt, d.id = p.doc.id, d.title = p.doc.title, d.metadata = p.doc.metadata,
         d.source = p.doc.source, d.skey = p.doc.skey, d.chunk_count = p.doc.chunk_count,
         d.created_at = coalesce(p.doc.created_at, created_at, $now)
@@ -200,6 +206,7 @@ CALL (p) {
     RETURN {entity_ids: entity_ids, pairs: pairs} AS held
 }
 RETURN collect(held) AS held"""
+)
 
 # Write locks on the entities a delete touches, taken (in id order) before their remaining mentions are read:
 # two deletes that share an entity or relation would otherwise each merge what they saw before the other's
@@ -210,7 +217,7 @@ MATCH (e:Entity {uid: uid})
 SET e._lock = true REMOVE e._lock"""
 
 DELETE_DOCUMENT: Final = (
-    _REMOVE_DOCUMENT_CONTENT
+    _remove_content("$uid", "")
     + """
 CALL () { MATCH (d:Document {uid: $uid}) DETACH DELETE d }"""
     + MERGE_INPUTS
