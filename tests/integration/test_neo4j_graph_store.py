@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import inspect
 from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
 from dataclasses import replace
 from typing import Any
 from urllib.parse import urlsplit
@@ -387,10 +388,19 @@ async def test_vector_search_agrees_with_an_exact_ranking(neo4j_server: Neo4jSer
         await store.close()
 
 
-async def test_a_bulk_load_suspends_the_vector_indexes_and_builds_them_again(neo4j_server: Neo4jServer) -> None:
-    store = await open_test_store(neo4j_server, exact_scan_max=2, bulk_load_min_documents=6)
+@asynccontextmanager
+async def _emptied_store(server: Neo4jServer, **options: Any) -> AsyncIterator[Neo4jGraphStore]:
+    """A store opened with `options` on a database emptied of graph nodes, closed afterwards."""
+    store = await open_test_store(server, **options)
     try:
         await store.delete_everything()
+        yield store
+    finally:
+        await store.close()
+
+
+async def test_a_bulk_load_suspends_the_vector_indexes_and_builds_them_again(neo4j_server: Neo4jServer) -> None:
+    async with _emptied_store(neo4j_server, exact_scan_max=2, bulk_load_min_documents=6) as store:
         rng = np.random.default_rng(11)
         vectors = {f"d{i}-c0": rng.standard_normal(DIM).astype(np.float32) for i in range(8)}
         query = rng.standard_normal(DIM).astype(np.float32)
@@ -416,14 +426,10 @@ async def test_a_bulk_load_suspends_the_vector_indexes_and_builds_them_again(neo
         assert store.vector_index_dimensions["graphrag_chunk_embedding"] == DIM
         assert meanwhile == exact
         assert [h.chunk_id for h in await store.search_chunks_vector("kb", query, 5)] == exact  # by the index
-    finally:
-        await store.close()
 
 
 async def test_a_small_load_keeps_the_vector_indexes(neo4j_server: Neo4jServer) -> None:
-    store = await open_test_store(neo4j_server, bulk_load_min_documents=2)
-    try:
-        await store.delete_everything()
+    async with _emptied_store(neo4j_server, bulk_load_min_documents=2) as store:
         for i in range(8):
             await store.upsert_document("kb", simple_document("kb", f"d{i}", f"text {i}"), [axis(i)], {})
         before = await _vector_indexes(neo4j_server)
@@ -435,30 +441,22 @@ async def test_a_small_load_keeps_the_vector_indexes(neo4j_server: Neo4jServer) 
         async with store.bulk_load(2):
             assert await _vector_indexes(neo4j_server) == {}
         assert set(await _vector_indexes(neo4j_server)) == VECTOR_INDEXES
-    finally:
-        await store.close()
 
 
 async def test_a_failed_load_builds_the_vector_indexes_again(neo4j_server: Neo4jServer) -> None:
-    store = await open_test_store(neo4j_server, bulk_load_min_documents=1)
-    try:
-        await store.delete_everything()
+    async with _emptied_store(neo4j_server, bulk_load_min_documents=1) as store:
         with pytest.raises(RuntimeError, match="the load failed"):
             async with store.bulk_load(1):
                 assert await _vector_indexes(neo4j_server) == {}
                 raise RuntimeError("the load failed")
         found = await _vector_indexes(neo4j_server)
         assert set(found) == VECTOR_INDEXES and set(found.values()) == {"ONLINE"}
-    finally:
-        await store.close()
 
 
 async def test_vector_indexes_a_load_could_not_build_are_built_at_the_next_open(
     neo4j_server: Neo4jServer, monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
 ) -> None:
-    store = await open_test_store(neo4j_server, bulk_load_min_documents=1)
-    try:
-        await store.delete_everything()
+    async with _emptied_store(neo4j_server, bulk_load_min_documents=1) as store:
 
         async def refuse(dimensions: dict[str, int]) -> None:
             raise StoreUnavailable("the build was refused")
@@ -468,8 +466,6 @@ async def test_vector_indexes_a_load_could_not_build_are_built_at_the_next_open(
             pass  # the exit logs the failure instead of raising it: the documents are written
         assert "the build was refused" in caplog.text
         assert await _vector_indexes(neo4j_server) == {}
-    finally:
-        await store.close()
     reopened = await open_test_store(neo4j_server)
     try:
         assert set(await _vector_indexes(neo4j_server)) == VECTOR_INDEXES

@@ -161,7 +161,7 @@ class GraphIndexer:
         doc_ids: list[str] = []
         async with self._lock(kb.kb_prefix), AsyncExitStack() as stack:
             load = await self._write_batches(kb.kb_prefix, documents, tally, doc_ids, progress, stack)
-            if load is not None and (tally.added or tally.replaced):
+            if load is not None:  # something was written (a failed write raised out of `_write_batches`)
                 await load.documents_written()
                 await self._communities.refresh(kb.kb_prefix)
         logger.info(
@@ -301,7 +301,7 @@ class GraphIndexer:
         return vectors
 
     async def _new_entity_vectors(
-        self, kb: str, extractions: Sequence[Extraction], in_flight: frozenset[str] = frozenset()
+        self, kb: str, extractions: Sequence[Extraction], in_flight: frozenset[str]
     ) -> dict[str, Vector]:
         """Vectors for the entities the KB does not have yet (existing ones keep theirs; `in_flight` ones are
         being written with theirs)."""
