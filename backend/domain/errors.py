@@ -2,25 +2,40 @@
 
 One root (`GraphRagError`); each subclass says what went wrong in domain terms. Adapters translate
 driver errors into these; only `backend.server` maps them to HTTP status codes.
+
+What a client reads is `public_message`. An error about the caller's own request (a 4xx: bad input, not found,
+not allowed) says its `message`, which is written for the caller. Every other error says its class's fixed
+`public_text`: its `message` may name hosts, ports, drivers and their errors, and goes to the operator's log only
+(with the request id). The root's `public_text` is set, so an error class is safe unless it opts out.
 """
 
 from __future__ import annotations
+
+from typing import ClassVar
 
 
 class GraphRagError(Exception):
     """Root of every error this service raises on purpose."""
 
     code: str = "internal_error"
+    # What a client is told instead of `message`; None for errors whose `message` is meant for the caller.
+    public_text: ClassVar[str | None] = "internal server error"
 
     def __init__(self, message: str) -> None:
         super().__init__(message)
         self.message = message
+
+    @property
+    def public_message(self) -> str:
+        """The text a client may read: `message` for errors about the caller's request, else `public_text`."""
+        return self.message if self.public_text is None else self.public_text
 
 
 class InvalidRequest(GraphRagError):
     """The caller sent something malformed (empty message, bad identifier, ...)."""
 
     code = "invalid_request"
+    public_text = None
 
 
 class InvalidWorkerName(InvalidRequest):
@@ -39,49 +54,70 @@ class AgentUnavailable(GraphRagError):
     """A known agent type that this deployment cannot build (not implemented or not configured)."""
 
     code = "agent_unavailable"
+    public_text = "the requested agent type is not available in this deployment"
 
 
 class NotFound(GraphRagError):
     """The resource does not exist for this caller (also used for other users' resources)."""
 
     code = "not_found"
+    public_text = None
 
 
 class Conflict(GraphRagError):
     """The resource already exists (e.g. a KB prefix that is taken)."""
 
     code = "conflict"
+    public_text = None
 
 
 class Forbidden(GraphRagError):
     """The caller is known but may not do this (e.g. a non-admin creating a KB)."""
 
     code = "forbidden"
+    public_text = None
 
 
 class Unauthenticated(GraphRagError):
     code = "unauthenticated"
+    public_text = None
 
 
 class StoreUnavailable(GraphRagError):
     """A backing store (Postgres, SQLite, the knowledge store) cannot be reached or failed."""
 
     code = "store_unavailable"
+    public_text = "a store this service needs is unavailable; try again shortly"
+
+
+class ConversationStoreUnavailable(StoreUnavailable):
+    """The conversation store (history of chats) cannot be reached or failed."""
+
+    public_text = "the conversation store is unavailable; try again shortly"
+
+
+class KnowledgeStoreUnavailable(StoreUnavailable):
+    """The knowledge store (the graph store holding the knowledge bases) cannot be reached or failed."""
+
+    public_text = "the knowledge store is unavailable; try again shortly"
 
 
 class ModelError(GraphRagError):
     """The language model failed: HTTP error, dropped connection, stall, malformed stream."""
 
     code = "model_error"
+    public_text = "the language model failed or could not be reached; try again shortly"
 
 
 class RetrievalFailed(GraphRagError):
     """Every retrieval agent of a plan failed or timed out."""
 
     code = "retrieval_failed"
+    public_text = "retrieval failed: no search of the knowledge base succeeded; try again shortly"
 
 
 class BudgetExceeded(GraphRagError):
     """A request used up one of its budgets (model calls, time); what it produced so far is kept."""
 
     code = "budget_exceeded"
+    public_text = "this request needed more model calls or time than one request may use"

@@ -17,6 +17,7 @@ from backend.server.auth import Principal, authenticate
 from backend.server.config import ServerConfig
 
 _REQUEST_ID = re.compile(r"^[A-Za-z0-9._-]{8,64}$")
+_REQUEST_ID_STATE = "request_id"
 
 
 async def get_services(request: Request) -> ServiceContainer:
@@ -43,9 +44,25 @@ def request_id_from(supplied: str) -> str:
     return supplied if _REQUEST_ID.fullmatch(supplied) else uuid.uuid4().hex
 
 
+def use_request_id(request: Request, supplied: str) -> str:
+    """Name the request by `supplied` (when well-formed, else a new id), for the route and its error responses."""
+    request_id = request_id_from(supplied)
+    setattr(request.state, _REQUEST_ID_STATE, request_id)
+    return request_id
+
+
+def request_id_of(request: Request) -> str:
+    """The request's id, the same for the route, its logs and its error response: the one a route chose, else the
+    caller's X-Request-ID when well-formed, else a new one."""
+    known = getattr(request.state, _REQUEST_ID_STATE, None)
+    if isinstance(known, str):
+        return known
+    return use_request_id(request, request.headers.get("x-request-id", ""))
+
+
 async def get_request_id(request: Request) -> str:
     """The caller's X-Request-ID when well-formed, else a new one."""
-    return request_id_from(request.headers.get("x-request-id", ""))
+    return request_id_of(request)
 
 
 ServicesDep = Annotated[ServiceContainer, Depends(get_services)]

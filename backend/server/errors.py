@@ -3,6 +3,10 @@
 Every route answers `{"error": {"code", "message"}}`, except the OpenAI-compatible facade (paths under `/v1/`),
 which answers in OpenAI's shape `{"error": {"message", "type", "param", "code"}}` so that OpenAI SDKs and chat
 front ends understand its errors. Status codes are the same for both.
+
+A client reads an error's `public_message` (backend/domain/errors.py): a 4xx says what was wrong with the request,
+a 5xx a fixed text per error class. A 5xx also names the request, in the body (`request_id`) and the
+`X-Request-ID` header; the log line with its cause (host, driver error) carries the same id.
 """
 
 from __future__ import annotations
@@ -30,6 +34,7 @@ from backend.domain.errors import (
     Unauthenticated,
     UnknownKnowledgeBase,
 )
+from backend.server.deps import request_id_of
 
 logger = logging.getLogger(__name__)
 
@@ -73,8 +78,11 @@ def status_for_code(code: str) -> int:
     return 500
 
 
-def error_body(code: str, message: str) -> dict[str, dict[str, str]]:
-    return {"error": {"code": code, "message": message}}
+def error_body(code: str, message: str, request_id: str | None = None) -> dict[str, dict[str, str]]:
+    body = {"code": code, "message": message}
+    if request_id is not None:
+        body["request_id"] = request_id
+    return {"error": body}
 
 
 OPENAI_PATH_PREFIX = "/v1/"
@@ -91,8 +99,13 @@ def openai_error_type(status: int) -> str:
     return "invalid_request_error" if status < 500 else "server_error"
 
 
-def openai_error_body(status: int, code: str, message: str, param: str | None = None) -> dict[str, dict[str, Any]]:
-    return {"error": {"message": message, "type": openai_error_type(status), "param": param, "code": code}}
+def openai_error_body(
+    status: int, code: str, message: str, param: str | None = None, request_id: str | None = None
+) -> dict[str, dict[str, Any]]:
+    body = {"message": message, "type": openai_error_type(status), "param": param, "code": code}
+    if request_id is not None:
+        body["request_id"] = request_id
+    return {"error": body}
 
 
 def is_openai_path(path: str) -> bool:
@@ -107,11 +120,17 @@ def error_response(
     *,
     param: str | None = None,
     headers: Mapping[str, str] | None = None,
+    request_id: str | None = None,
 ) -> JSONResponse:
-    """An error for a request to `path`, in the shape that path's clients read."""
+    """An error for a request to `path`, in the shape that path's clients read; with `request_id`, the body and
+    the `X-Request-ID` header name the request."""
+    if request_id is not None:
+        headers = {**(headers or {}), "X-Request-ID": request_id}
     if is_openai_path(path):
-        return JSONResponse(openai_error_body(status, code, message, param), status_code=status, headers=headers)
-    return JSONResponse(error_body(code, message), status_code=status, headers=headers)
+        body = openai_error_body(status, code, message, param, request_id)
+    else:
+        body = error_body(code, message, request_id)
+    return JSONResponse(body, status_code=status, headers=headers)
 
 
 def _param_path(location: Sequence[int | str]) -> str:
@@ -128,7 +147,18 @@ async def _domain_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, GraphRagError)
     status = status_for(error)
     if status >= 500:
-        logger.warning("%s %s → %d %s: %s", request.method, request.url.path, status, error.code, error.message)
+        # The cause (its message: host, driver error) is for the operator; the client gets the request id.
+        request_id = request_id_of(request)
+        logger.warning(
+            "request %s: %s %s → %d %s: %s",
+            request_id,
+            request.method,
+            request.url.path,
+            status,
+            error.code,
+            error.message,
+        )
+        return error_response(request.url.path, status, error.code, error.public_message, request_id=request_id)
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     # An error may name the request field it is about (the OpenAI facade's errors do).
     param = getattr(error, "param", None)
@@ -136,7 +166,7 @@ async def _domain_error(request: Request, error: Exception) -> JSONResponse:
         request.url.path,
         status,
         error.code,
-        error.message,
+        error.public_message,
         param=param if isinstance(param, str) else None,
         headers=headers,
     )
@@ -168,8 +198,9 @@ async def _http_error(request: Request, error: Exception) -> JSONResponse:
 
 
 async def _unexpected_error(request: Request, error: Exception) -> JSONResponse:
-    logger.exception("unhandled error on %s %s", request.method, request.url.path)
-    return error_response(request.url.path, 500, "internal_error", "internal server error")
+    request_id = request_id_of(request)
+    logger.exception("request %s: unhandled error on %s %s", request_id, request.method, request.url.path)
+    return error_response(request.url.path, 500, "internal_error", "internal server error", request_id=request_id)
 
 
 def install_error_handlers(app: FastAPI) -> None:

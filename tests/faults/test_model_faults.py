@@ -11,6 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
+from backend.domain.errors import ModelError
 from tests.faults.helpers import error_messages, messages, new_session
 from tests.support.fault_report import outcome, owed
 from tests.support.live_server import live_server, llm_settings, make_settings
@@ -63,7 +64,7 @@ async def test_a_5xx_before_the_first_token_is_retried_with_backoff(
 
 
 async def test_a_5xx_that_outlasts_the_retries_is_an_error_then_done(
-    data_dir: Path, scripted_llm: ScriptedLLM, fault_report: Any
+    data_dir: Path, scripted_llm: ScriptedLLM, fault_report: Any, caplog: pytest.LogCaptureFixture
 ) -> None:
     scripted_llm.default = Reply(status=500, error_message="upstream exploded", headers={"retry-after-ms": "10"})
     session = new_session()
@@ -74,7 +75,10 @@ async def test_a_5xx_that_outlasts_the_retries_is_an_error_then_done(
 
     assert len(scripted_llm.requests) == 2  # the first call and one retry
     assert capture.statuses[-2:] == ["error", "done"]
-    assert any("HTTP 500" in message and "upstream exploded" in message for message in error_messages(capture))
+    # The client reads the model error's fixed text; what the model server said is in the request's log line.
+    assert error_messages(capture) == [ModelError.public_text]
+    request_id = capture.headers["x-request-id"]
+    assert any(request_id in line and "HTTP 500" in line and "upstream exploded" in line for line in caplog.messages)
     assert "token" not in capture.statuses
     assert [(m["role"], m["content"], m["completed"]) for m in stored] == [
         ("user", FOUNDED, True),
@@ -121,6 +125,7 @@ async def test_a_model_failure_mid_stream_is_error_then_done_and_the_partial_ans
     reply: Reply,
     expected_outcome: str,
     says: str,
+    caplog: pytest.LogCaptureFixture,
 ) -> None:
     scripted_llm.script(reply)
     session = new_session()
@@ -140,7 +145,8 @@ async def test_a_model_failure_mid_stream_is_error_then_done_and_the_partial_ans
     assert len(scripted_llm.requests) == 2  # a started stream is never retried
     assert took < 10
     assert capture.statuses[-2:] == ["error", "done"] and capture.statuses.count("done") == 1
-    assert any(says in message for message in error_messages(capture)), error_messages(capture)
+    assert error_messages(capture) == [ModelError.public_text]
+    assert any(capture.headers["x-request-id"] in line and says in line for line in caplog.messages), caplog.messages
     assert capture.text == "Founded in"
     assert outcome(after) == "done"
     assert [(m["role"], m["content"], m["completed"]) for m in stored] == [
@@ -150,7 +156,7 @@ async def test_a_model_failure_mid_stream_is_error_then_done_and_the_partial_ans
         ("assistant", "ok", True),
     ]
     assert capture.events[-1]["message_id"] == stored[1]["id"]
-    assert stored[1]["debug"]["error"] and says in stored[1]["debug"]["error"]
+    assert stored[1]["debug"]["error"] == ModelError.public_text  # its owner reads it back: no cause either
     fault_report(
         fault,
         injected,

@@ -12,6 +12,7 @@ from backend.domain.errors import (
     AgentUnavailable,
     InvalidRequest,
     InvalidWorkerName,
+    ModelError,
     UnknownAgentType,
     UnknownKnowledgeBase,
 )
@@ -127,16 +128,20 @@ async def test_history_reaches_the_model_and_excludes_the_current_message() -> N
     assert sum("second question" in c for c in contents) == 1
 
 
-async def test_model_failure_mid_stream_ends_with_error_then_done_and_a_partial_answer() -> None:
+async def test_model_failure_mid_stream_ends_with_error_then_done_and_a_partial_answer(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
     wired = wire(FakeAgent(results=ORCHARD_FACTS), FakeChatModel(deltas=("a", "b", "c", "d"), fail_after=2))
     events = await collect(wired, question())
     assert [label(e) for e in events][-4:] == ["token", "token", "error", "done"]
     error = next(e for e in events if isinstance(e, ErrorEvent))
-    assert "dropped" in error.message
+    assert (error.message, error.code) == (ModelError.public_text, "model_error")
     messages = await stored(wired)
     assert len(messages) == 2
     assert (messages[1].content, messages[1].completed) == ("ab", False)
-    assert messages[1].debug is not None and "dropped" in messages[1].debug["error"]
+    assert messages[1].debug is not None and messages[1].debug["error"] == ModelError.public_text
+    # The cause is the operator's, in the log line of the request.
+    assert any("req-1" in line and "dropped" in line for line in caplog.messages), caplog.messages
 
 
 async def test_retrieval_failure_is_an_error_event_and_no_model_call() -> None:

@@ -68,7 +68,7 @@ class ChatHandler:
             # Keep the turn consistent: the user message gets an assistant reply marked as not completed, also
             # when the request is cancelled (the server ending it at shutdown): the saver's write outlives that.
             if isinstance(error, GraphRagError):
-                draft.error = error.message
+                draft.error = error.public_message  # the server's error handler logs its message
             elif isinstance(error, asyncio.CancelledError):
                 draft.error = INTERRUPTED_MESSAGE
             else:

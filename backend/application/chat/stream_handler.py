@@ -143,8 +143,13 @@ class StreamHandler:
                     else:
                         draft.completed = True
                 except GraphRagError as error:
-                    draft.error = error.message
-                    for event in self._through(run, draft, ErrorEvent(error.message, error.code)):
+                    # The client (and the stored message it may read back) gets the error's public text; its
+                    # message, which may name hosts and drivers, goes to the log with the request id.
+                    logger.warning(
+                        "stream for request %s failed: %s: %s", turn.context.request_id, error.code, error.message
+                    )
+                    draft.error = error.public_message
+                    for event in self._through(run, draft, ErrorEvent(error.public_message, error.code)):
                         yield event
                 except asyncio.CancelledError:
                     if not _take_back_stop(live):

@@ -93,11 +93,13 @@ class RagManager:
             logger.warning("retrieval %s (thread %s): %s", worker_name, thread_id, message)
             return AgentRun(worker.agent_type, worker_name, duration_ms=_elapsed_ms(started), error=message)
         except GraphRagError as error:
-            logger.warning("retrieval %s failed: %s", worker_name, error.message)
-            return AgentRun(worker.agent_type, worker_name, duration_ms=_elapsed_ms(started), error=error.message)
-        except Exception as error:
-            logger.exception("retrieval %s crashed", worker_name)
-            message = f"{worker.agent_type} failed: {type(error).__name__}"
+            # A run's error reaches clients (progress events, AG-UI tool results): its cause goes to the log.
+            logger.warning("retrieval %s (thread %s) failed: %s", worker_name, thread_id, error.message)
+            message = f"{worker.agent_type} failed: {error.public_message}"
+            return AgentRun(worker.agent_type, worker_name, duration_ms=_elapsed_ms(started), error=message)
+        except Exception:
+            logger.exception("retrieval %s (thread %s) crashed", worker_name, thread_id)
+            message = f"{worker.agent_type} failed: {GraphRagError.public_text}"
             return AgentRun(worker.agent_type, worker_name, duration_ms=_elapsed_ms(started), error=message)
 
     def aggregate(self, runs: Sequence[AgentRun]) -> list[RetrievalResult]:

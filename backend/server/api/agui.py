@@ -13,7 +13,7 @@ from contextlib import aclosing
 from typing import Any
 
 from ag_ui.core import RunAgentInput
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 
 from backend.application.chat.turns import PreparedTurn
 from backend.application.services import ServiceContainer
@@ -21,7 +21,7 @@ from backend.domain.context import RequestContext
 from backend.domain.debug import DebugLevel
 from backend.server.agui.inputs import run_from_input
 from backend.server.agui.translator import AguiTranslator, encode
-from backend.server.deps import ConfigDep, PrincipalDep, ServicesDep, request_id_from
+from backend.server.deps import ConfigDep, PrincipalDep, ServicesDep, use_request_id
 from backend.server.sse import EventStreamResponse, event_stream
 
 logger = logging.getLogger(__name__)
@@ -47,6 +47,7 @@ async def _frames(services: ServiceContainer, turn: PreparedTurn, translator: Ag
 
 
 async def _run(
+    request: Request,
     body: RunAgentInput,
     services: ServiceContainer,
     config: ConfigDep,
@@ -55,8 +56,8 @@ async def _run(
     agent_type: str | None = None,
 ) -> EventStreamResponse:
     run = run_from_input(body, kb_prefix, agent_type)
-    # runId names the request when it can (logs, stored message); the events always echo it as sent.
-    request_id = request_id_from(body.run_id)
+    # runId names the request when it can (logs, stored message, error responses); the events echo it as sent.
+    request_id = use_request_id(request, body.run_id)
     context = RequestContext(
         request_id=request_id,
         user_id=principal.resolve_user(run.props.user_id),
@@ -75,25 +76,31 @@ _STREAM: dict[int | str, dict[str, Any]] = {
 
 @router.post("/agui", response_class=EventStreamResponse, responses=_STREAM)
 async def agui(
-    body: RunAgentInput, services: ServicesDep, config: ConfigDep, principal: PrincipalDep
+    request: Request, body: RunAgentInput, services: ServicesDep, config: ConfigDep, principal: PrincipalDep
 ) -> EventStreamResponse:
-    return await _run(body, services, config, principal)
+    return await _run(request, body, services, config, principal)
 
 
 @router.post("/agui/{kb_prefix}", response_class=EventStreamResponse, responses=_STREAM)
 async def agui_for_kb(
-    kb_prefix: str, body: RunAgentInput, services: ServicesDep, config: ConfigDep, principal: PrincipalDep
+    kb_prefix: str,
+    request: Request,
+    body: RunAgentInput,
+    services: ServicesDep,
+    config: ConfigDep,
+    principal: PrincipalDep,
 ) -> EventStreamResponse:
-    return await _run(body, services, config, principal, kb_prefix)
+    return await _run(request, body, services, config, principal, kb_prefix)
 
 
 @router.post("/agui/{kb_prefix}/{agent_type}", response_class=EventStreamResponse, responses=_STREAM)
 async def agui_for_agent(
     kb_prefix: str,
     agent_type: str,
+    request: Request,
     body: RunAgentInput,
     services: ServicesDep,
     config: ConfigDep,
     principal: PrincipalDep,
 ) -> EventStreamResponse:
-    return await _run(body, services, config, principal, kb_prefix, agent_type)
+    return await _run(request, body, services, config, principal, kb_prefix, agent_type)

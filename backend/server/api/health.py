@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 
 from fastapi import APIRouter
 from fastapi.responses import JSONResponse
 
 from backend.application.ports.health import HealthProbe
+from backend.domain.errors import GraphRagError
 from backend.server.deps import ServicesDep
+
+logger = logging.getLogger(__name__)
 
 router = APIRouter(tags=["health"])
 PROBE_TIMEOUT_S = 2.0
+UNAVAILABLE = "unavailable"
 
 
 @router.get("/health")
@@ -26,7 +31,10 @@ async def _check(probe: HealthProbe) -> str:
     except TimeoutError:
         return f"timed out after {PROBE_TIMEOUT_S:g}s"
     except Exception as error:  # readiness reports any failure; it must never raise
-        return str(error) or type(error).__name__
+        # Anyone may ask: the cause (host, port, driver error) is for the operator's log only.
+        cause = error.message if isinstance(error, GraphRagError) else f"{type(error).__name__}: {error}"
+        logger.warning("readiness: %s is unavailable: %s", probe.name, cause)
+        return UNAVAILABLE
     return "ok"
 
 

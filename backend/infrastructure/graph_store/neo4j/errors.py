@@ -1,7 +1,8 @@
-"""Driver errors translated into `StoreUnavailable` at the adapter's boundary.
+"""Driver errors translated into `KnowledgeStoreUnavailable` at the adapter's boundary.
 
 Every exception of the `neo4j` package derives from `GqlError`; socket errors can surface as `OSError`.
-Messages name the operation and the server (without credentials) and never carry the password.
+Messages name the operation and the server (without credentials) and never carry the password; they are for the
+operator's log (a client reads the error's fixed public text, backend/domain/errors.py).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from neo4j.exceptions import (
     TransientError,
 )
 
-from backend.domain.errors import StoreUnavailable
+from backend.domain.errors import KnowledgeStoreUnavailable
 
 # What the adapter catches: everything the driver raises, plus raw socket errors.
 DRIVER_ERRORS: Final = (GqlError, OSError)
@@ -56,14 +57,14 @@ def public_uri(uri: str) -> str:
 
 def store_unavailable(
     exc: BaseException, operation: str, server: str, secrets: tuple[str, ...] = ()
-) -> StoreUnavailable:
+) -> KnowledgeStoreUnavailable:
     """The domain error for a driver error raised while doing `operation` against `server`."""
     kind = next((text for cls, text in _KINDS if isinstance(exc, cls)), "the driver failed")
     detail = _detail(exc)
     for secret in secrets:
         if len(secret) >= 4:  # a very short secret would redact ordinary words
             detail = detail.replace(secret, "***")
-    return StoreUnavailable(f"Neo4j at {server}: {operation} failed: {kind} ({type(exc).__name__}: {detail})")
+    return KnowledgeStoreUnavailable(f"Neo4j at {server}: {operation} failed: {kind} ({type(exc).__name__}: {detail})")
 
 
 def _detail(exc: BaseException) -> str:
