@@ -27,6 +27,7 @@ from backend.domain.knowledge_base import KnowledgeBase
 from backend.infrastructure.config.settings import AuthMode, Settings
 from backend.infrastructure.logging import configure_logging
 from backend.main import RunningServices, build_app, known_secrets
+from backend.server.read_timeouts import read_timeout_protocol
 
 app = typer.Typer(help="GraphRAG Router→Worker backend", no_args_is_help=True, add_completion=False)
 console = Console(stderr=True)
@@ -104,6 +105,7 @@ def serve(
         log_config=None,
         timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_s + WIND_DOWN_S),
         timeout_keep_alive=settings.http_keep_alive_s,
+        http=read_timeout_protocol(settings.http_header_timeout_s, settings.http_body_timeout_s),
     )
     server = GracefulServer(config, running, settings.shutdown_grace_s)
     server.run()

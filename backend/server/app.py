@@ -15,6 +15,7 @@ from backend.server.api.rest.v1 import chat, feedback, history, knowledge_bases
 from backend.server.body_limit import BodySizeLimit
 from backend.server.config import ServerConfig
 from backend.server.errors import install_error_handlers
+from backend.server.head import HeadAsGet
 from backend.server.rate_limit import RateLimit
 from backend.server.text_guard import TextGuard
 
@@ -33,12 +34,13 @@ def create_app(open_services: OpenServices, config: ServerConfig) -> FastAPI:
         version="0.1.0",
         lifespan=lifespan,
     )
-    # Middlewares run in the reverse order of adding: rate limit, body size, then the body's text.
+    # Middlewares run in the reverse order of adding: HEAD as GET, rate limit, body size, then the body's text.
     app.add_middleware(TextGuard)
     app.add_middleware(BodySizeLimit, limit_for=config.limit_for)
     if config.rate_limit_per_minute > 0:
-        # Added last, so it runs first: a refused request costs no body read and no work.
+        # Before the body checks: a refused request costs no body read and no work.
         app.add_middleware(RateLimit, config=config)
+    app.add_middleware(HeadAsGet)  # outermost: every layer, the rate limit and the routes too, sees its GET
     app.state.server_config = config
     install_error_handlers(app)
     for module in (chat, history, feedback, knowledge_bases, health, agui, openai_facade, web):

@@ -63,6 +63,10 @@ class Settings(BaseSettings):
     # Longer than clients' and proxies' idle timeouts, so that they close an idle connection first: a server
     # closing it just as a client reuses it fails that request with a reset before it is read.
     http_keep_alive_s: int = Field(75, alias="HTTP_KEEP_ALIVE_S", gt=0)
+    # A request's head must arrive whole within this long of its first byte (or of the connection's opening),
+    # and its body within HTTP_BODY_TIMEOUT_S of the head: a client trickling bytes is cut, not held.
+    http_header_timeout_s: float = Field(10.0, alias="HTTP_HEADER_TIMEOUT_S", gt=0)
+    http_body_timeout_s: float = Field(60.0, alias="HTTP_BODY_TIMEOUT_S", gt=0)
 
     # Identity
     auth_mode: AuthMode = Field(AuthMode.API_KEY, alias="AUTH_MODE")
