@@ -34,6 +34,7 @@ from backend.graphrag_agent.ports import Vector
 from backend.infrastructure.graph_store.embedded import EmbeddedGraphStore
 from backend.infrastructure.graph_store.merge import merge_entity, merge_relation, relation_key
 from backend.infrastructure.graph_store.port import DocumentWrite, GraphCounts, GraphStore
+from tests.support.neo4j import open_test_store
 
 KB = "orchard"
 OTHER_KB = "meadow"
@@ -59,6 +60,19 @@ async def reopen(request: pytest.FixtureRequest, graph_store: GraphStore, tmp_pa
     yield again
     for store in opened:
         await store.close()
+
+
+@pytest.fixture
+async def same_store_again(
+    request: pytest.FixtureRequest, graph_store: GraphStore, tmp_path: Path
+) -> AsyncIterator[GraphStore]:
+    """A second instance on `graph_store`'s data, opened as another server process would open it."""
+    if request.node.callspec.params["graph_store"] == "embedded":
+        other: GraphStore = await EmbeddedGraphStore.open(tmp_path / "graph.db")
+    else:
+        other = await open_test_store(request.getfixturevalue("neo4j_server"))
+    yield other
+    await other.close()
 
 
 # -- hand-made graphs ----------------------------------------------------------------------------------------
@@ -933,16 +947,36 @@ TEA_KB = KnowledgeBase("tea", "茶", ("茶", "tea"), "zh", "graph_agent", True, 
 
 async def test_knowledge_bases_round_trip(graph_store: GraphStore) -> None:
     assert await graph_store.list_knowledge_bases() == []
-    await graph_store.save_knowledge_base(TEA_KB)
-    await graph_store.save_knowledge_base(CIDER_KB)
+    assert await graph_store.create_knowledge_base(TEA_KB)
+    assert await graph_store.create_knowledge_base(CIDER_KB)
     assert await graph_store.list_knowledge_bases() == [CIDER_KB, TEA_KB]
-    updated = replace(CIDER_KB, description="Cider, perry and more.", keywords=("cider", "perry"), is_default=True)
-    await graph_store.save_knowledge_base(updated)
-    assert await graph_store.list_knowledge_bases() == [updated, TEA_KB]
+
+
+async def test_a_stored_knowledge_base_is_never_replaced(graph_store: GraphStore) -> None:
+    assert await graph_store.create_knowledge_base(CIDER_KB)
+    rival = replace(CIDER_KB, description="Cider, perry and more.", keywords=("cider", "perry"), is_default=True)
+    assert not await graph_store.create_knowledge_base(rival)
+    assert await graph_store.list_knowledge_bases() == [CIDER_KB]
+
+
+async def test_of_concurrent_creations_of_one_knowledge_base_exactly_one_wins(
+    graph_store: GraphStore, same_store_again: GraphStore
+) -> None:
+    for round_ in range(3):
+        rivals = [replace(CIDER_KB, kb_prefix=f"cider_{round_}", description=f"Definition {i}.") for i in range(10)]
+        # Half through a second instance on the same data, as a second server process would write.
+        stores = [graph_store, same_store_again] * 5
+        created = await asyncio.gather(
+            *(store.create_knowledge_base(kb) for store, kb in zip(stores, rivals, strict=True))
+        )
+        assert created.count(True) == 1
+        winner = rivals[created.index(True)]
+        stored = {kb.kb_prefix: kb for kb in await same_store_again.list_knowledge_bases()}
+        assert stored[winner.kb_prefix] == winner
 
 
 async def test_everything_survives_close_and_reopen(with_communities: GraphStore, reopen: Reopen) -> None:
-    await with_communities.save_knowledge_base(TEA_KB)
+    assert await with_communities.create_knowledge_base(TEA_KB)
     before = (
         await with_communities.list_documents(KB),
         await with_communities.entity_graph(KB),

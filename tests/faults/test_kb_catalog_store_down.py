@@ -25,8 +25,11 @@ class FlakyRecords:
         self.down: str | None = None  # None, "refused" or "hanging"
         self.reads = 0
 
-    async def save_knowledge_base(self, kb: KnowledgeBase) -> None:
+    async def create_knowledge_base(self, kb: KnowledgeBase) -> bool:
+        if any(stored.kb_prefix == kb.kb_prefix for stored in self.kbs):
+            return False
         self.kbs.append(kb)
+        return True
 
     async def list_knowledge_bases(self) -> list[KnowledgeBase]:
         self.reads += 1

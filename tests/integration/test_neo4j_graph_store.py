@@ -206,7 +206,7 @@ async def test_a_read_that_loses_its_connection_is_retried(
     store: Neo4jGraphStore, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Reads are auto-commit queries, which the driver does not retry: the store does, as the driver would.
-    await store.save_knowledge_base(KnowledgeBase("retried"))
+    assert await store.create_knowledge_base(KnowledgeBase("retried"))
     opened: list[str] = []
     real_session = store._session
 
@@ -314,7 +314,7 @@ async def test_hostile_strings_are_stored_and_read_back_verbatim(store: Neo4jGra
     assert (await store.search_communities(kb, axis(3), None, 1))[0].community == community
 
     registry = KnowledgeBase("kb", text, (text, "plain"), text, text, True, (text,), text)
-    await store.save_knowledge_base(registry)
+    assert await store.create_knowledge_base(registry)
     assert await store.list_knowledge_bases() == [registry]
     assert await store.delete_document(kb, doc_id) is True
     assert (await store.counts(kb)).documents == 0

@@ -78,8 +78,10 @@ class GraphStore(GraphReader, Protocol):
 
     # -- knowledge bases created at run time (the registry file holds the others) --------------
 
-    async def save_knowledge_base(self, kb: KnowledgeBase) -> None:
-        """Create or update a KB's registry entry."""
+    async def create_knowledge_base(self, kb: KnowledgeBase) -> bool:
+        """Store `kb` unless a KB of its prefix is stored: True if this call stored it. Atomic in the store, so
+        of concurrent creations of one prefix (from any number of processes) exactly one returns True, and its
+        definition is the one kept; a stored KB is never changed."""
         ...
 
     async def list_knowledge_bases(self) -> list[KnowledgeBase]: ...

@@ -2,7 +2,8 @@
 
 Created KBs live in the graph store, so they survive restarts and every server process sharing
 the store sees them: a lookup that misses re-reads the store before answering "unknown", and the
-list is re-read when older than `refresh_s`.
+list is re-read when older than `refresh_s`. Creating one is a create-if-absent in the store, so of
+concurrent creations of one prefix, in one process or several, exactly one succeeds and its definition is kept.
 
 When the store is down, the catalog keeps what it knows (the registry file's KBs and the created ones it
 last read) and tries again after `refresh_s`, so routing and general chat go on; only a lookup of a KB it
@@ -32,7 +33,9 @@ REFRESH_TIMEOUT_S = 2.0
 class KnowledgeBaseRecords(Protocol):
     """Where run-time KBs are kept (the graph store)."""
 
-    async def save_knowledge_base(self, kb: KnowledgeBase) -> None: ...
+    async def create_knowledge_base(self, kb: KnowledgeBase) -> bool:
+        """Store `kb` unless its prefix is stored, atomically: True if this call stored it."""
+        ...
 
     async def list_knowledge_bases(self) -> list[KnowledgeBase]: ...
 
@@ -97,10 +100,12 @@ class KnowledgeBaseCatalog:
             raise InvalidRequest("kb_prefix must match ^[a-z0-9_]{1,32}$ and must not be 'general'")
         if kb.handler:
             raise InvalidRequest("KB handlers are code: configure them in the registry file, not through the API")
-        if await self.get(kb.kb_prefix) is not None or kb.kb_prefix == DEFAULT_KB_ALIAS:
+        taken = self._registry.get(kb.kb_prefix) is not None or kb.kb_prefix == DEFAULT_KB_ALIAS
+        # The store decides among created KBs: of concurrent creations of one prefix, from any process, one wins.
+        if taken or not await self._records.create_knowledge_base(kb):
             raise Conflict(f"knowledge base {kb.kb_prefix!r} already exists")
-        await self._records.save_knowledge_base(kb)
-        self._created[kb.kb_prefix] = kb
+        async with self._lock:  # after any refresh that read the store before this KB was in it
+            self._created[kb.kb_prefix] = kb
         return kb
 
 
@@ -110,8 +115,11 @@ class InMemoryKnowledgeBaseRecords:
     def __init__(self) -> None:
         self._kbs: dict[str, KnowledgeBase] = {}
 
-    async def save_knowledge_base(self, kb: KnowledgeBase) -> None:
+    async def create_knowledge_base(self, kb: KnowledgeBase) -> bool:
+        if kb.kb_prefix in self._kbs:
+            return False
         self._kbs[kb.kb_prefix] = kb
+        return True
 
     async def list_knowledge_bases(self) -> list[KnowledgeBase]:
         return list(self._kbs.values())

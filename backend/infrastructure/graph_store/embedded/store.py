@@ -106,8 +106,8 @@ class EmbeddedGraphStore:
 
     # -- knowledge bases ------------------------------------------------------------------------------
 
-    async def save_knowledge_base(self, kb: KnowledgeBase) -> None:
-        await self._write("save_knowledge_base", lambda raw: writes.save_knowledge_base(raw, kb))
+    async def create_knowledge_base(self, kb: KnowledgeBase) -> bool:
+        return await self._write("create_knowledge_base", lambda raw: writes.create_knowledge_base(raw, kb))
 
     async def list_knowledge_bases(self) -> list[KnowledgeBase]:
         return await self._read("list_knowledge_bases", reads.list_knowledge_bases)

@@ -277,14 +277,13 @@ def _with_kept_embeddings(raw: sqlite3.Connection, kb: str, communities: list[Co
     return [row if row[7] is not None else (*row[:7], stored.get(row[1])) for row in communities]
 
 
-def save_knowledge_base(raw: sqlite3.Connection, kb: KnowledgeBase) -> None:
-    raw.execute(
+def create_knowledge_base(raw: sqlite3.Connection, kb: KnowledgeBase) -> bool:
+    """Insert the KB unless its prefix is taken (the primary key decides): True if this inserted it."""
+    cursor = raw.execute(
         """INSERT INTO knowledge_bases
             (kb_prefix, description, keywords, language, default_agent, is_default, sources, handler)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?)
-        ON CONFLICT (kb_prefix) DO UPDATE SET description = excluded.description, keywords = excluded.keywords,
-            language = excluded.language, default_agent = excluded.default_agent, is_default = excluded.is_default,
-            sources = excluded.sources, handler = excluded.handler""",
+        ON CONFLICT (kb_prefix) DO NOTHING""",
         (
             kb.kb_prefix,
             kb.description,
@@ -296,3 +295,4 @@ def save_knowledge_base(raw: sqlite3.Connection, kb: KnowledgeBase) -> None:
             kb.handler,
         ),
     )
+    return cursor.rowcount == 1

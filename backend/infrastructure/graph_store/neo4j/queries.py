@@ -62,8 +62,10 @@ _DOCUMENT_FIELDS = """RETURN d.id AS id, d.title AS title, d.metadata AS metadat
 
 # -- knowledge bases ---------------------------------------------------------------------------------------------
 
-SAVE_KNOWLEDGE_BASE: Final = """
-MERGE (k:KnowledgeBase {uid: $kb.kb_prefix})
+# The uniqueness constraint on `uid` (schema.py) fails a CREATE of a prefix already stored, also when two run at
+# once (the second waits for the first to commit): the store reports that as "not created".
+CREATE_KNOWLEDGE_BASE: Final = """
+CREATE (k:KnowledgeBase {uid: $kb.kb_prefix})
 SET k.kb = $kb.kb_prefix, k.description = $kb.description, k.keywords = $kb.keywords, k.language = $kb.language,
     k.default_agent = $kb.default_agent, k.is_default = $kb.is_default, k.sources = $kb.sources,
     k.handler = $kb.handler"""

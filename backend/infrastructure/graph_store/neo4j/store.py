@@ -35,10 +35,10 @@ from neo4j import (
     Query,
     Record,
 )
-from neo4j.exceptions import DriverError, Neo4jError
+from neo4j.exceptions import ConstraintError, DriverError, Neo4jError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
 
-from backend.domain.errors import InvalidRequest, StoreUnavailable
+from backend.domain.errors import InvalidRequest, KnowledgeStoreUnavailable, StoreUnavailable
 from backend.domain.graph import (
     CommunityRecord,
     DocumentGraph,
@@ -100,6 +100,8 @@ _MAX_CANDIDATES: Final = 10_000
 _LUCENE_SPECIAL: Final = frozenset('\\+-!():^[]"{}~*?|&/')
 # Bolt only: the driver's HTTP transport is a preview without the sessions this store uses.
 _SCHEMES: Final = frozenset({"bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc"})
+# What a write that would break a uniqueness constraint fails with (a KB creation whose prefix is taken).
+_UNIQUENESS_VIOLATED: Final = "Neo.ClientError.Schema.ConstraintValidationFailed"
 
 
 def _limit(limit: int) -> int:
@@ -399,7 +401,7 @@ class Neo4jGraphStore:
 
     # -- knowledge bases ---------------------------------------------------------------------------------------
 
-    async def save_knowledge_base(self, kb: KnowledgeBase) -> None:
+    async def create_knowledge_base(self, kb: KnowledgeBase) -> bool:
         fields = {
             "kb_prefix": kb.kb_prefix,
             "description": kb.description,
@@ -410,7 +412,16 @@ class Neo4jGraphStore:
             "sources": list(kb.sources),
             "handler": kb.handler,
         }
-        await self._write("save_knowledge_base", lambda tx: writes.run(tx, q.SAVE_KNOWLEDGE_BASE, kb=fields))
+        await self._ready()
+        with self._translated("create_knowledge_base"):
+            try:
+                async with self._session() as session:
+                    await session.execute_write(lambda tx: writes.run(tx, q.CREATE_KNOWLEDGE_BASE, kb=fields))
+            except ConstraintError as exc:
+                if exc.code != _UNIQUENESS_VIOLATED:
+                    raise
+                return False  # the prefix is taken: the uniqueness constraint on the KB's uid said so
+        return True
 
     async def list_knowledge_bases(self) -> list[KnowledgeBase]:
         records = await self._read("list_knowledge_bases", q.LIST_KNOWLEDGE_BASES)
