@@ -189,11 +189,13 @@ async def _validation_error(request: Request, error: Exception) -> JSONResponse:
     )
 
 
+_CODE_BY_STATUS = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}
+
+
 async def _http_error(request: Request, error: Exception) -> JSONResponse:
     assert isinstance(error, HTTPException)
-    code = {400: "invalid_request", 404: "not_found", 405: "method_not_allowed", 413: "payload_too_large"}.get(
-        error.status_code, "http_error"
-    )
+    # An HTTPException raised on purpose may carry its own code (the text guard's refusals do).
+    code = getattr(error, "code", None) or _CODE_BY_STATUS.get(error.status_code, "http_error")
     return error_response(request.url.path, error.status_code, code, str(error.detail), headers=error.headers)
 
 

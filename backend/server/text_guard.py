@@ -1,9 +1,12 @@
-"""Refuse JSON bodies whose text is not valid Unicode: an unpaired UTF-16 surrogate escape (`"\\ud800"`).
+"""Every request body passes the one text check (backend/domain/text.py) before a route sees it.
 
-JSON allows writing such an escape and Python's parser turns it into a `str` that can never be encoded again,
-so it would fail much later — in a store's driver, in the response's JSON encoder, in the middle of a stream —
-as a 500 or a cut stream, possibly after the user message was stored. Checked here, before any route sees the
-body, it is one clear 400 and nothing is written.
+A body must be UTF-8 without NUL characters (JSON text exchanged between systems is UTF-8, RFC 8259 §8.1;
+Python's JSON parser would otherwise accept UTF-16 and UTF-32 bodies, and encoded surrogates). A JSON body
+must not hold a NUL or an unpaired surrogate written as an escape (`"\\ud800"`): Python's parser turns that
+into a `str` that can never be encoded again, so it would fail much later — in a store's driver, in the
+response's JSON encoder, in the middle of a stream — as a 500 or a cut stream, possibly after the user message
+was stored. Checked here, it is one 400 naming the field, and nothing is written. Multipart bodies are left to
+the routes, which check each uploaded file and its name.
 """
 
 from __future__ import annotations
@@ -15,37 +18,34 @@ from typing import Any
 from starlette.exceptions import HTTPException
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-# Any surrogate or NUL escape at all; bodies without one (nearly all) skip the parse below. (A raw NUL byte
-# inside a JSON string is already invalid JSON.)
-_SUSPECT_ESCAPE = re.compile(rb"\\u(?:[dD][89a-fA-F][0-9a-fA-F]{2}|0000)")
-_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
-UNSTORABLE_TEXT = (
-    "the request body contains text that cannot be stored: a NUL character (\\u0000) "
-    "or an unpaired UTF-16 surrogate (\\ud800-\\udfff)"
-)
+from backend.domain.text import UnstorableText, check_text, decode_text
+
+# A NUL or surrogate escape; bodies without one (nearly all) skip the parse below.
+_SUSPECT_ESCAPE = re.compile(r"\\u(?:[dD][89a-fA-F][0-9a-fA-F]{2}|0000)")
 
 
-def has_unstorable_text(body: bytes) -> bool:
-    """Whether parsing `body` as JSON yields a string (or key) with NUL or a lone surrogate. Surrogate pairs
-    decode to one character and are fine; a body that is not JSON is left to the route, which refuses it."""
-    if not _SUSPECT_ESCAPE.search(body):
-        return False
+def check_body(body: bytes) -> None:
+    """Raise `UnstorableText` naming what in `body` no store can hold. A UTF-8 body that is not JSON is left to
+    the route, which refuses it as malformed."""
+    if not body:
+        return
+    text = decode_text(body, "the request body")
+    if not _SUSPECT_ESCAPE.search(text):
+        return
     try:
-        parsed = json.loads(body)
+        parsed: Any = json.loads(text)
     except (ValueError, RecursionError):
-        return False
-    pending: list[Any] = [parsed]
-    while pending:  # iterative: a deeply nested body must not exhaust the stack here
-        value = pending.pop()
-        if isinstance(value, str):
-            if _UNSTORABLE.search(value):
-                return True
-        elif isinstance(value, dict):
-            pending.extend(value.keys())
-            pending.extend(value.values())
-        elif isinstance(value, list):
-            pending.extend(value)
-    return False
+        return
+    check_text(parsed, "")
+
+
+class RefusedBody(HTTPException):
+    """Raised while a route reads its body: FastAPI passes an HTTPException on (any other exception there becomes
+    a vague "error parsing the body"), and the error handlers render it with the refusal's `code`."""
+
+    def __init__(self, error: UnstorableText) -> None:
+        super().__init__(400, error.message)
+        self.code = error.code
 
 
 def _is_form(scope: Scope) -> bool:
@@ -60,7 +60,7 @@ class TextGuard:
         self.app = app
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] != "http" or _is_form(scope):  # uploads are bytes; their loaders decode them
+        if scope["type"] != "http" or _is_form(scope):
             await self.app(scope, receive, send)
             return
         chunks: list[bytes] = []
@@ -72,10 +72,10 @@ class TextGuard:
                 if not message.get("more_body", False):
                     body = b"".join(chunks)
                     chunks.clear()
-                    if has_unstorable_text(body):
-                        # Raised while the route reads its body; FastAPI passes an HTTPException on (any other
-                        # exception there becomes a vague "error parsing the body"), the handlers render it.
-                        raise HTTPException(400, UNSTORABLE_TEXT)
+                    try:
+                        check_body(body)
+                    except UnstorableText as error:
+                        raise RefusedBody(error) from None
             return message
 
         await self.app(scope, checking_receive, send)

@@ -88,3 +88,53 @@ def problems_with(response: httpx.Response, what: str) -> list[str]:
         if not (isinstance(error, dict) and error.get("code") and error.get("message")):
             return [f"{what}: {status} with an unclear error: {error}"]
     return []
+
+
+def unreadable_encodings(body: Any) -> dict[str, bytes]:
+    """`body` as bytes that are not UTF-8 JSON text, which a parser might still read: other Unicode encodings
+    (Python's JSON parser detects UTF-16 and UTF-32) and a lone surrogate as the raw bytes it would be in UTF-8."""
+    escaped = json.dumps(body, ensure_ascii=True)  # what JSON clients send: `\\ud800` as an escape
+    return {
+        "utf-16": escaped.encode("utf-16"),
+        "utf-16-le": escaped.encode("utf-16-le"),
+        "utf-32": escaped.encode("utf-32"),
+        "utf-32-be": escaped.encode("utf-32-be"),
+        "raw surrogate bytes": json.dumps(body, ensure_ascii=False).encode("utf-8", "surrogatepass"),
+    }
+
+
+# Uploaded files that no store can hold or that Python cannot read (name, content).
+HOSTILE_UPLOADS: dict[str, tuple[str, bytes]] = {
+    "nul in text": ("kestrel.txt", b"KES\x00TREL-55 is the code of the kestrel hide."),
+    "nul in markdown": ("kestrel.md", b"# Kestrel\n\nKES\x00TREL-55"),
+    "raw surrogate bytes": ("raw.txt", b"bad \xed\xa0\x80 bytes"),
+    "utf-16 text": ("wide.txt", "The kestrel hide opens at dawn.".encode("utf-16")),
+    "nul escape in json": ("nul.json", b'{"title": "Kestrel", "text": "KES\\u0000TREL-55"}'),
+    "lone surrogate in json": ("surrogate.json", b'{"title": "Kestrel", "text": "bad \\ud800 text"}'),
+    "lone surrogate json key": ("key.jsonl", b'{"title": "Kestrel", "text": "ok", "\\udc00": 1}'),
+    "nul in json metadata": ("meta.json", b'{"title": "Kestrel", "text": "ok", "tags": ["\\u0000"]}'),
+    "deep json": ("deep.json", b'{"title": "t", "text": "x", "n": ' + nested(100_000) + b"}"),
+    "deep jsonl": ("deep.jsonl", b'{"title": "t", "text": "x", "n": ' + nested(100_000) + b"}"),
+    "huge integer json": ("big.json", b'{"title": "t", "text": "x", "n": ' + b"9" * 5000 + b"}"),
+    "huge integer jsonl": ("big.jsonl", b'{"title": "t", "text": "x", "n": ' + b"9" * 5000 + b"}"),
+    "nul in file name": ("kes\x00trel.txt", b"The kestrel hide opens at dawn."),
+}
+
+
+def raw_multipart(files: list[tuple[str, bytes]], **fields: str) -> tuple[bytes, dict[str, str]]:
+    """A multipart body with the file names as raw UTF-8 bytes (httpx would percent-escape a NUL in a name, a
+    hostile client need not), and its content type."""
+    boundary = "hostile-" + "0" * 16
+    parts = [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="{name}"\r\n\r\n{value}\r\n'.encode()
+        for name, value in fields.items()
+    ]
+    parts += [
+        f'--{boundary}\r\nContent-Disposition: form-data; name="files"; filename="{file_name}"\r\n'.encode()
+        + b"Content-Type: application/octet-stream\r\n\r\n"
+        + content
+        + b"\r\n"
+        for file_name, content in files
+    ]
+    body = b"".join(parts) + f"--{boundary}--\r\n".encode()
+    return body, {"content-type": f"multipart/form-data; boundary={boundary}"}

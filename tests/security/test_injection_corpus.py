@@ -25,7 +25,18 @@ from neo4j import AsyncGraphDatabase
 from backend.bootstrap import GRAPH_DB, open_knowledge_service
 from tests.e2e.conftest import SAMPLE_DOCUMENTS
 from tests.e2e.test_agui import run_input
-from tests.security.hostile import HARMLESS, HOSTILE, in_path, nested, post_json, problems_with, query
+from tests.security.hostile import (
+    HARMLESS,
+    HOSTILE,
+    HOSTILE_UPLOADS,
+    in_path,
+    nested,
+    post_json,
+    problems_with,
+    query,
+    raw_multipart,
+    unreadable_encodings,
+)
 from tests.support.live_server import LiveServer, live_server, make_settings
 from tests.support.neo4j import Neo4jServer
 
@@ -226,6 +237,38 @@ async def test_deeply_nested_bodies_are_a_4xx(http: httpx.AsyncClient, path: str
     assert (await http.get("/api/v1/conversations/s-deep/messages?user_id=mallory")).status_code == 404
 
 
+@pytest.mark.parametrize(
+    ("path", "body", "headers"),
+    [
+        ("/api/v1/chat", {"session_id": "s-bytes", "message": "bad \ud800", "user_id": "mallory"}, {}),
+        ("/api/v1/chat/stream", {"session_id": "s-bytes", "message": "bad \ud800", "user_id": "mallory"}, {}),
+        ("/api/v1/clear", {"session_id": "s-bytes", "user_id": "mallory\ud800"}, {}),
+        ("/api/v1/feedback", {"message_id": "m1", "is_positive": True, "query": "\ud800", "user_id": "mallory"}, {}),
+        ("/api/v1/kbs/orchard/documents", {"documents": [{"title": "t", "text": "bad \ud800"}]}, {}),
+        ("/api/v1/kbs/orchard/retrieve", {"query": "apples \ud800"}, {}),
+        ("/api/v1/agui", run_input("s-bytes", "bad \ud800", forwardedProps={"user_id": "mallory"}), {}),
+        ("/v1/chat/completions", {"model": "general", "messages": [{"role": "user", "content": "bad \ud800"}]}, {}),
+        (
+            "/v1/chat/completions",
+            {"model": "general", "messages": [{"role": "user", "content": "bad \ud800"}]},
+            {"X-Session-ID": "s-bytes"},
+        ),
+    ],
+)
+async def test_bodies_that_are_not_utf8_json_text_are_refused_whole(
+    http: httpx.AsyncClient, path: str, body: dict[str, Any], headers: dict[str, str]
+) -> None:
+    """Raw surrogate bytes and other Unicode encodings: each a 400 naming the body, nothing stored."""
+    problems: list[str] = []
+    for encoding, content in unreadable_encodings(body).items():
+        response = await http.post(path, content=content, headers={"content-type": "application/json", **headers})
+        problems += problems_with(response, f"{path} {encoding}")
+        if response.status_code != 400 or response.json()["error"]["code"] != "unstorable_text":
+            problems.append(f"{path} {encoding}: {response.status_code} {response.text[:120]}")
+    assert not problems, report(problems)
+    assert (await http.get("/api/v1/conversations/s-bytes/messages?user_id=mallory")).status_code == 404
+
+
 # --- history, clear and feedback
 
 
@@ -352,6 +395,37 @@ async def test_hostile_documents_are_stored_verbatim_and_found(http: httpx.Async
     for doc_id in ingested:
         assert (await http.delete(f"/api/v1/kbs/{kb}/documents/{doc_id}")).status_code == 204
     assert (await http.get(f"/api/v1/kbs/{kb}/documents")).json()["documents"] == []
+
+
+async def test_hostile_uploads_are_refused_naming_the_file_and_write_nothing(http: httpx.AsyncClient) -> None:
+    kb = "uploads_" + uuid.uuid4().hex[:6]
+    assert (await post_json(http, "/api/v1/kbs", {"kb_prefix": kb})).status_code == 201
+    good = ("hide.txt", b"The kestrel hide at Hollowmere opens at dawn and closes at dusk.")
+    assert (await http.post(f"/api/v1/kbs/{kb}/documents", files=[("files", good)])).status_code == 201
+    problems: list[str] = []
+    for name, upload in HOSTILE_UPLOADS.items():
+        # Alone, and after a good file in the same request: the whole request is refused either way.
+        for files in ([upload], [("other.txt", b"Otters live by the mill race."), upload]):
+            content, headers = raw_multipart(files)
+            response = await http.post(f"/api/v1/kbs/{kb}/documents", content=content, headers=headers)
+            problems += problems_with(response, f"upload {name}")
+            if response.status_code != 400:
+                problems.append(f"upload {name}: {response.status_code} {response.text[:120]}")
+            elif "\x00" not in upload[0] and upload[0] not in response.json()["error"]["message"]:
+                problems.append(f"upload {name}: the error does not name {upload[0]}: {response.text[:120]}")
+    content, headers = raw_multipart([good], note="a\x00b")
+    form = await http.post(f"/api/v1/kbs/{kb}/documents", content=content, headers=headers)
+    problems += problems_with(form, "form field")
+    if form.status_code != 400 or "note" not in form.json()["error"]["message"]:
+        problems.append(f"form field with NUL: {form.status_code} {form.text[:120]}")
+    assert not problems, report(problems)
+
+    listed = (await http.get(f"/api/v1/kbs/{kb}/documents")).json()["documents"]
+    assert [document["title"] for document in listed] == ["hide"]
+    body = {"session_id": "s-" + uuid.uuid4().hex[:8], "message": "When does the kestrel hide open?", "kb_prefix": kb}
+    answered = await post_json(http, "/api/v1/chat", body)
+    assert answered.status_code == 200, answered.text
+    assert [citation["title"] for citation in answered.json()["citations"]] == ["hide"]
 
 
 # --- AG-UI and the OpenAI facade

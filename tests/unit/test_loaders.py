@@ -8,6 +8,7 @@ from __future__ import annotations
 import io
 import json
 import logging
+import re
 from pathlib import Path
 
 import docx
@@ -16,6 +17,7 @@ import pytest
 from docx.enum.text import WD_BREAK
 
 from backend.domain.errors import InvalidRequest
+from backend.domain.text import UnstorableText
 from backend.infrastructure.knowledge.loaders import FileDocumentLoader, expand_paths
 
 LOADER = FileDocumentLoader()
@@ -243,6 +245,34 @@ def test_malformed_jsonl_names_the_line() -> None:
 
     with pytest.raises(InvalidRequest, match=r"^bad\.jsonl: malformed JSON on line 3, column 11"):
         LOADER.load_bytes("bad.jsonl", data)
+
+
+@pytest.mark.parametrize(
+    ("name", "data", "refused"),
+    [
+        ("deep.json", b'{"text": "x", "n": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "nested too deeply"),
+        ("deep.jsonl", b'{"text": "x", "n": ' + b"[" * 100_000 + b"]" * 100_000 + b"}", "line 1: the JSON is nested"),
+        ("big.json", b'{"text": "x", "n": ' + b"9" * 5000 + b"}", "a number too large to read"),
+        ("big.jsonl", b'{"text": "ok"}\n{"text": "x", "n": ' + b"9" * 5000 + b"}", "line 2: the JSON holds a number"),
+    ],
+)
+def test_json_that_python_cannot_read_is_refused_naming_the_file(name: str, data: bytes, refused: str) -> None:
+    with pytest.raises(InvalidRequest, match=rf"^{re.escape(name)}: .*{refused}"):
+        LOADER.load_bytes(name, data)
+
+
+@pytest.mark.parametrize(
+    ("name", "data"),
+    [
+        ("nul.txt", b"KES\x00TREL-55"),
+        ("nul.md", b"# Title\n\nbefore\x00after"),
+        ("raw-surrogate.txt", b"bad \xed\xa0\x80 bytes"),
+        ("utf16.txt", "text".encode("utf-16")),
+    ],
+)
+def test_text_files_no_store_can_hold_are_refused_naming_the_file(name: str, data: bytes) -> None:
+    with pytest.raises(UnstorableText, match=rf"^{re.escape(name)} "):
+        LOADER.load_bytes(name, data)
 
 
 def test_records_files_must_be_utf8() -> None:

@@ -16,6 +16,7 @@ from backend.application.ports.knowledge_bases import KnowledgeBaseCatalog
 from backend.domain.errors import InvalidRequest, NotFound, UnknownKnowledgeBase
 from backend.domain.graph import DocumentRecord
 from backend.domain.knowledge_base import KnowledgeBase
+from backend.domain.text import check_text, field_name, problem_in
 
 
 class KnowledgeService:
@@ -31,6 +32,8 @@ class KnowledgeService:
         return kb
 
     async def create_kb(self, kb: KnowledgeBase) -> KnowledgeBase:
+        for part, value in (("description", kb.description), ("keywords", kb.keywords), ("language", kb.language)):
+            check_text(value, part)
         return await self._catalog.create(kb)
 
     async def list_kbs(self) -> Sequence[KnowledgeBase]:
@@ -41,15 +44,15 @@ class KnowledgeService:
         return [document for file in self._loader.files(paths) for document in self._loader.load(file)]
 
     def load_upload(self, name: str, data: bytes) -> list[SourceDocument]:
+        check_text(name, "an uploaded file's name")
         return self._loader.load_bytes(name, data)
 
     async def ingest(
         self, kb_prefix: str, documents: Sequence[SourceDocument], progress: ProgressCallback | None = None
     ) -> IndexReport:
         kb = await self._kb(kb_prefix)
-        for document in documents:
-            if not document.text.strip():
-                raise InvalidRequest(f"document {document.title[:80]!r} has no text")
+        for position, document in enumerate(documents):
+            _check_document(position, document)
         return await self._indexer.index(kb, documents, progress)
 
     async def list_documents(self, kb_prefix: str) -> list[DocumentRecord]:
@@ -64,3 +67,18 @@ class KnowledgeService:
     async def delete_document(self, kb_prefix: str, doc_id: str) -> None:
         if not await self._indexer.delete_document(await self._kb(kb_prefix), doc_id):
             raise NotFound(f"no document {doc_id[:80]!r} in knowledge base {kb_prefix!r}")
+
+
+def _check_document(position: int, document: SourceDocument) -> None:
+    """Nothing of a batch is written unless every document in it can be stored whole."""
+    unnamed = not document.source or problem_in(document.source) is not None
+    name = f"documents[{position}]" if unnamed else field_name(document.source)
+    for part, value in (
+        ("source", document.source),
+        ("title", document.title),
+        ("text", document.text),
+        ("metadata", document.metadata),
+    ):
+        check_text(value, f"{name}: {part}")
+    if not document.text.strip():
+        raise InvalidRequest(f"document {document.title[:80]!r} has no text")

@@ -23,6 +23,7 @@ from docx.text.paragraph import Paragraph
 
 from backend.application.ports.ingestion import SourceDocument
 from backend.domain.errors import InvalidRequest
+from backend.domain.text import decode_text
 
 _log = logging.getLogger(__name__)
 
@@ -114,7 +115,7 @@ def _stem(name: str) -> str:
 
 
 def _load_text(name: str, data: bytes, source: str) -> list[SourceDocument]:
-    text = _decode_utf8(name, data)
+    text = decode_text(data, name)
     if not text.strip():
         return []
     markdown = PurePosixPath(name).suffix.lower() in _MARKDOWN_SUFFIXES
@@ -221,13 +222,15 @@ def _style_name(paragraph: Paragraph) -> str:
 
 
 def _load_json(name: str, data: bytes, source: str) -> list[SourceDocument]:
-    text = _decode_utf8(name, data)
+    text = decode_text(data, name)
     if not text.strip():
         return []
     try:
         value = json.loads(text)
     except json.JSONDecodeError as exc:
         raise InvalidRequest(f"{name}: malformed JSON at line {exc.lineno}, column {exc.colno}: {exc.msg}") from exc
+    except _UNPARSABLE as exc:
+        raise InvalidRequest(f"{name}: {_unparsable(exc)}") from exc
     if not isinstance(value, list | dict):
         raise InvalidRequest(f"{name}: expected a JSON object or a list of objects")
     records = value if isinstance(value, list) else [value]
@@ -235,7 +238,7 @@ def _load_json(name: str, data: bytes, source: str) -> list[SourceDocument]:
 
 
 def _load_jsonl(name: str, data: bytes, source: str) -> list[SourceDocument]:
-    text = _decode_utf8(name, data)
+    text = decode_text(data, name)
     return _records_to_documents(name, source, "jsonl", _jsonl_records(name, text))
 
 
@@ -249,6 +252,8 @@ def _jsonl_records(name: str, text: str) -> Iterator[tuple[int, Any]]:
             yield number, json.loads(line)
         except json.JSONDecodeError as exc:
             raise InvalidRequest(f"{name}: malformed JSON on line {number}, column {exc.colno}: {exc.msg}") from exc
+        except _UNPARSABLE as exc:
+            raise InvalidRequest(f"{name}: line {number}: {_unparsable(exc)}") from exc
 
 
 def _records_to_documents(name: str, source: str, fmt: str, records: Iterable[tuple[int, Any]]) -> list[SourceDocument]:
@@ -295,14 +300,15 @@ def _read_bytes(path: Path) -> bytes:
         raise InvalidRequest(f"cannot read {path.name}: {exc.strerror or exc}") from exc
 
 
-def _decode_utf8(name: str, data: bytes) -> str:
-    try:
-        return data.decode("utf-8-sig")
-    except UnicodeDecodeError as exc:
-        raise InvalidRequest(
-            f"{name} is not UTF-8 text (undecodable byte at offset {exc.start}); "
-            "convert it to UTF-8 and ingest it again"
-        ) from exc
+# Valid JSON syntax that Python will not turn into values: nesting deeper than its recursion limit, or an
+# integer with more digits than `sys.get_int_max_str_digits()`.
+_UNPARSABLE = (RecursionError, ValueError)
+
+
+def _unparsable(exc: Exception) -> str:
+    if isinstance(exc, RecursionError):
+        return "the JSON is nested too deeply"
+    return "the JSON holds a number too large to read"
 
 
 def _short(exc: Exception) -> str:

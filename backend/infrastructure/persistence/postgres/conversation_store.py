@@ -287,11 +287,12 @@ class PostgresConversationStore:
             async with pool.acquire() as conn:
                 yield conn
         except asyncpg.DataError as exc:
-            # The server refused a value (a NUL or a character its encoding cannot hold): the input is bad,
-            # the store is fine.
-            raise InvalidRequest(f"the conversation store cannot hold this text: {_describe_error(exc)}") from exc
+            # The server refused a value (text the guard let through that its encoding cannot hold): the input is
+            # bad, the store is fine. The driver's words are for the log, not the client.
+            logger.warning("the conversation store refused a value: %s", _describe_error(exc))
+            raise InvalidRequest("the conversation store cannot hold this text") from exc
         except _DRIVER_ERRORS as exc:
-            raise StoreUnavailable(f"{self._unavailable()}: {_describe_error(exc)}") from exc
+            raise ConversationStoreUnavailable(f"{self._unavailable()}: {_describe_error(exc)}") from exc
 
     async def _ready_pool(self) -> Any:
         if self._closed:

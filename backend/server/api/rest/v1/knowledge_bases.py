@@ -10,6 +10,7 @@ from pydantic import ValidationError
 
 from backend.application.ports.ingestion import SourceDocument
 from backend.domain.errors import InvalidRequest
+from backend.domain.text import check_text, field_name
 from backend.server.deps import AdminDep, PrincipalDep, ServicesDep
 from backend.server.models.knowledge import (
     MAX_DOCUMENTS_PER_REQUEST,
@@ -61,6 +62,7 @@ async def _documents_from(
     request: Request, services: ServicesDep, files: list[UploadFile] | None
 ) -> list[SourceDocument]:
     if files:
+        await _check_form_fields(request)
         documents: list[SourceDocument] = []
         for upload in files:
             documents.extend(services.knowledge.load_upload(upload.filename or "upload.txt", await upload.read()))
@@ -73,6 +75,14 @@ async def _documents_from(
             raise RequestValidationError(error.errors(include_url=False)) from error
         return [document.to_source() for document in body.documents]
     raise InvalidRequest("send JSON {\"documents\": [...]} or multipart files in the field 'files'")
+
+
+async def _check_form_fields(request: Request) -> None:
+    """The form's text fields pass the same check as every other text (the files are checked as they load)."""
+    for key, value in (await request.form()).multi_items():
+        check_text(key, "a form field's name")
+        if isinstance(value, str):
+            check_text(value, f"form field {field_name(key)}")
 
 
 @router.post(
