@@ -71,6 +71,12 @@ class Conflict(GraphRagError):
     public_text = None
 
 
+class RequestIdReused(Conflict):
+    """A request id that names another message: a retry must repeat its request, a new message needs a new id."""
+
+    code = "request_id_reused"
+
+
 class Forbidden(GraphRagError):
     """The caller is known but may not do this (e.g. a non-admin creating a KB)."""
 

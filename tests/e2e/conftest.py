@@ -7,6 +7,7 @@ import asyncio
 import shutil
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
+from typing import Any
 
 import httpx
 import pytest
@@ -51,3 +52,17 @@ def server(data_dir: Path, scripted_llm: ScriptedLLM) -> Iterator[LiveServer]:
 async def client(server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
     async with httpx.AsyncClient(base_url=server.base_url, timeout=20) as http:
         yield http
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def history_store(request: pytest.FixtureRequest) -> dict[str, Any]:
+    """Settings for each durable conversation store (Postgres: a fresh schema on the real server)."""
+    if request.param == "postgres":
+        return {"CONVERSATION_STORE": "postgres", "POSTGRES_DSN": request.getfixturevalue("isolated_postgres_dsn")}
+    return {"CONVERSATION_STORE": "sqlite"}
+
+
+async def stored_messages(http: httpx.AsyncClient, session: str) -> list[dict[str, Any]]:
+    response = await http.get(f"/api/v1/conversations/{session}/messages")
+    assert response.status_code == 200, response.text
+    return list(response.json()["messages"])

@@ -21,6 +21,7 @@ from backend.domain.errors import (
     AgentUnavailable,
     InvalidRequest,
     InvalidWorkerName,
+    RequestIdReused,
     UnknownAgentType,
     UnknownKnowledgeBase,
 )
@@ -123,12 +124,20 @@ class TurnService:
     async def prepare(self, context: RequestContext, chat_input: ChatInput) -> PreparedTurn:
         requested = await self.validate(chat_input)
         given = chat_input.history
+        asked = NewMessage(
+            Role.USER, chat_input.message.strip(), debug=_requested_record(requested), request_id=context.request_id
+        )
         started = await self._store.start_turn(
             context.user_id,
             context.session_id,
-            NewMessage(Role.USER, chat_input.message.strip(), request_id=context.request_id),
+            asked,
             history_limit=self._limits.history_max_messages if given is None else 0,
         )
+        if not _same_request(started.message, asked):
+            raise RequestIdReused(
+                f"request id {context.request_id!r} was already used for another message in this conversation; "
+                "send a new message with a new request id"
+            )
         if given is None:
             history = tuple(
                 HistoryTurn(message.role, message.content) for message in started.earlier if message.content
@@ -178,6 +187,18 @@ def generation_request(turn: PreparedTurn, decision: RouteDecision) -> Generatio
         plan=plan_for(decision),
         history=turn.history,
     )
+
+
+def _requested_record(requested: RequestedRoute) -> dict[str, Any] | None:
+    """What the caller asked for besides the message, kept with it: a retry must ask for the same."""
+    if requested.kb_prefix is None and requested.agent_type is None:
+        return None
+    return {"requested": {"kb_prefix": requested.kb_prefix, "agent_type": requested.agent_type}}
+
+
+def _same_request(stored: StoredMessage, asked: NewMessage) -> bool:
+    """Whether the user message stored under the request id is this request's (a retry) rather than another's."""
+    return stored.content == asked.content and (stored.debug or None) == asked.debug
 
 
 def _debug_record(draft: AssistantDraft) -> dict[str, Any]:
