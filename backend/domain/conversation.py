@@ -49,6 +49,9 @@ class NewMessage:
     debug: dict[str, Any] | None = None
     completed: bool = True
     request_id: str | None = None
+    # The user message an answer replies to: the answer is stored only while that message exists, and goes
+    # with it (a clear racing a stream leaves no answer to a cleared question).
+    reply_to: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -77,6 +77,17 @@ class RequestIdReused(Conflict):
     code = "request_id_reused"
 
 
+class QuestionCleared(Conflict):
+    """An answer whose question was cleared from the conversation while it was being produced: it is not kept."""
+
+    code = "conversation_cleared"
+
+    def __init__(
+        self, message: str = "the conversation was cleared while this answer was being written; it was not kept"
+    ) -> None:
+        super().__init__(message)
+
+
 class Forbidden(GraphRagError):
     """The caller is known but may not do this (e.g. a non-admin creating a KB)."""
 
@@ -100,6 +111,12 @@ class ConversationStoreUnavailable(StoreUnavailable):
     """The conversation store (history of chats) cannot be reached or failed."""
 
     public_text = "the conversation store is unavailable; try again shortly"
+
+
+class AnswerNotSaved(ConversationStoreUnavailable):
+    """An answer was produced (and maybe sent) but the conversation store would not take it."""
+
+    public_text = "the answer could not be saved to the conversation history"
 
 
 class KnowledgeStoreUnavailable(StoreUnavailable):

@@ -1,4 +1,4 @@
--- Conversation history schema (SPEC §6), version 1.
+-- Conversation history schema (SPEC §6), version 2.
 --
 -- Idempotent: every statement is IF NOT EXISTS / ON CONFLICT DO NOTHING, so running it again is a
 -- no-op. The Postgres adapter applies it at start-up inside one transaction holding an advisory lock,
@@ -34,6 +34,11 @@ CREATE TABLE IF NOT EXISTS messages (
     request_id      text
 );
 
+-- Version 2: an answer names the question it replies to and goes with it, so a clear racing a stream leaves no
+-- answer behind (the answer's insert locks the question's row; the clear either takes the answer along or wins).
+ALTER TABLE messages ADD COLUMN IF NOT EXISTS reply_to uuid REFERENCES messages (id) ON DELETE CASCADE;
+CREATE INDEX IF NOT EXISTS messages_reply_to_idx ON messages (reply_to) WHERE reply_to IS NOT NULL;
+
 -- History reads: one conversation, newest first by seq.
 CREATE INDEX IF NOT EXISTS messages_conversation_seq_idx ON messages (conversation_id, seq);
 
@@ -55,4 +60,4 @@ CREATE TABLE IF NOT EXISTS feedback (
 
 CREATE INDEX IF NOT EXISTS feedback_message_idx ON feedback (message_id);
 
-INSERT INTO schema_version (version) VALUES (1) ON CONFLICT (version) DO NOTHING;
+INSERT INTO schema_version (version) VALUES (1), (2) ON CONFLICT (version) DO NOTHING;

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
+import random
 import uuid
 from collections.abc import AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -14,8 +16,8 @@ import asyncpg
 import pytest
 
 from backend.application.ports.conversation_store import ConversationStore
-from backend.domain.conversation import Citation, FeedbackRecord, NewMessage, Role, StoredMessage
-from backend.domain.errors import InvalidRequest, NotFound, StoreUnavailable
+from backend.domain.conversation import Citation, FeedbackRecord, NewMessage, Role, StartedTurn, StoredMessage
+from backend.domain.errors import InvalidRequest, NotFound, QuestionCleared, StoreUnavailable
 from backend.infrastructure.persistence.memory import InMemoryConversationStore
 from backend.infrastructure.persistence.postgres import PostgresConversationStore
 from backend.infrastructure.persistence.sqlite import SqliteConversationStore
@@ -459,6 +461,56 @@ async def test_a_cleared_conversation_keeps_its_id_and_accepts_new_messages(stor
 
     assert again == conversation
     assert await store.list_messages(conversation) == [fresh]
+
+
+def _answer(question: StoredMessage, text: str = "the answer") -> NewMessage:
+    return NewMessage(Role.ASSISTANT, text, request_id=question.request_id, reply_to=question.id)
+
+
+async def test_an_answer_to_a_cleared_question_is_refused_and_nothing_is_stored(store: ConversationStore) -> None:
+    turn = await store.start_turn("alice", "s1", _user("question", request_id="r1"), history_limit=0)
+    await store.clear_messages(turn.conversation_id)
+
+    with pytest.raises(QuestionCleared):
+        await store.append_message(turn.conversation_id, _answer(turn.message))
+
+    assert await store.list_messages(turn.conversation_id) == []
+
+
+async def test_an_answer_goes_with_its_question_and_its_feedback_with_it(store: ConversationStore) -> None:
+    turn = await store.start_turn("alice", "s1", _user("question", request_id="r1"), history_limit=0)
+    answer = await store.append_message(turn.conversation_id, _answer(turn.message))
+    await store.add_feedback("alice", FeedbackRecord(message_id=answer.id, is_positive=True))
+
+    assert await store.clear_messages(turn.conversation_id) == 2
+    with pytest.raises(NotFound):
+        await store.add_feedback("alice", FeedbackRecord(message_id=answer.id, is_positive=False))
+    assert await store.list_messages(turn.conversation_id) == []
+
+
+async def _answer_unless_cleared(store: ConversationStore, turn: StartedTurn) -> None:
+    with contextlib.suppress(QuestionCleared):
+        await store.append_message(turn.conversation_id, _answer(turn.message))
+
+
+async def test_clears_racing_answers_leave_no_answer_without_its_question(store: ConversationStore) -> None:
+    """Turns in flight while the conversation is cleared: every answer that stays has its question."""
+    for round_ in range(3):
+        turns = [
+            await store.start_turn("alice", "s1", _user(f"q{round_}-{i}", request_id=f"r{round_}-{i}"), history_limit=0)
+            for i in range(30)
+        ]
+        conversation = turns[0].conversation_id
+
+        work = [_answer_unless_cleared(store, turn) for turn in turns]
+        work += [store.clear_messages(conversation) for _ in range(10)]
+        random.Random(round_).shuffle(work)
+        await asyncio.gather(*work)
+
+        messages = await store.list_messages(conversation)
+        questions = {m.request_id for m in messages if m.role is Role.USER}
+        answers = {m.request_id for m in messages if m.role is Role.ASSISTANT}
+        assert answers <= questions, f"answers without their question: {sorted(answers - questions)}"
 
 
 # --- feedback ---------------------------------------------------------------------------------------------

@@ -12,38 +12,39 @@ import asyncio
 import logging
 
 from backend.application.chat.turns import AssistantDraft, PreparedTurn, TurnService
-from backend.domain.errors import GraphRagError
+from backend.domain.errors import AnswerNotSaved, GraphRagError, QuestionCleared
 
 logger = logging.getLogger(__name__)
-
-# What a client is told when the answer it got could not be stored.
-UNSAVED_MESSAGE = "the answer could not be saved to the conversation history"
 
 
 class AnswerSaver:
     def __init__(self, turns: TurnService) -> None:
         self._turns = turns
-        self._pending: set[asyncio.Task[str | None]] = set()
+        self._pending: set[asyncio.Task[str | GraphRagError]] = set()
 
     @property
     def pending(self) -> int:
         """Answers still being stored."""
         return len(self._pending)
 
-    async def save(self, turn: PreparedTurn, draft: AssistantDraft) -> str | None:
-        """Store the answer; its message id, or None when the store refused it (logged). A cancellation of the
-        caller does not reach the write."""
+    async def save(self, turn: PreparedTurn, draft: AssistantDraft) -> str | GraphRagError:
+        """Store the answer: its message id, or what the client is told instead — `QuestionCleared` when the
+        conversation was cleared meanwhile, `AnswerNotSaved` when the store refused it (logged). A cancellation of
+        the caller does not reach the write."""
         task = asyncio.create_task(self._save_or_report(turn, draft))
         self._pending.add(task)
         task.add_done_callback(self._pending.discard)
         return await asyncio.shield(task)
 
-    async def _save_or_report(self, turn: PreparedTurn, draft: AssistantDraft) -> str | None:
+    async def _save_or_report(self, turn: PreparedTurn, draft: AssistantDraft) -> str | GraphRagError:
         try:
             return (await self._turns.save_answer(turn, draft)).id
+        except QuestionCleared as cleared:
+            logger.info("the answer of request %s was not kept: its question was cleared", turn.context.request_id)
+            return cleared
         except GraphRagError as error:
             logger.error("could not store the answer of request %s: %s", turn.context.request_id, error.message)
-            return None
+            return AnswerNotSaved(error.message)
 
     async def drain(self) -> None:
         """Wait for the saves still running (called at shutdown)."""

@@ -6,7 +6,7 @@ import asyncio
 import logging
 from dataclasses import dataclass
 
-from backend.application.chat.answer_saver import UNSAVED_MESSAGE, AnswerSaver
+from backend.application.chat.answer_saver import AnswerSaver
 from backend.application.chat.budgets import BudgetPolicy
 from backend.application.chat.inputs import ChatInput
 from backend.application.chat.turns import AssistantDraft, PreparedTurn, TurnService, generation_request
@@ -15,7 +15,7 @@ from backend.application.ports.router import RouterPort
 from backend.domain.budget import budget_scope
 from backend.domain.context import RequestContext
 from backend.domain.conversation import Citation
-from backend.domain.errors import GraphRagError, StoreUnavailable
+from backend.domain.errors import GraphRagError
 from backend.domain.generation import GenerationMode
 from backend.domain.routing import RouteDecision
 
@@ -80,9 +80,9 @@ class ChatHandler:
         draft.citations = answer.citations
         draft.mode = answer.mode
         draft.completed = True
-        message_id = await self._saver.save(turn, draft)
-        if message_id is None:
-            raise StoreUnavailable(UNSAVED_MESSAGE)
+        stored = await self._saver.save(turn, draft)
+        if isinstance(stored, GraphRagError):
+            raise stored
         return ChatResult(
             answer=answer.text,
             citations=answer.citations,
@@ -90,7 +90,7 @@ class ChatHandler:
             generation_mode=answer.mode,
             conversation_id=turn.conversation_id,
             user_message_id=turn.user_message.id,
-            message_id=message_id,
+            message_id=stored,
         )
 
     async def _route(self, turn: PreparedTurn) -> RouteDecision:

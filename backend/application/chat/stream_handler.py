@@ -20,7 +20,7 @@ from collections.abc import AsyncGenerator, Sequence
 from contextlib import aclosing
 from dataclasses import dataclass
 
-from backend.application.chat.answer_saver import UNSAVED_MESSAGE, AnswerSaver
+from backend.application.chat.answer_saver import AnswerSaver
 from backend.application.chat.budgets import BudgetPolicy
 from backend.application.chat.inputs import ChatInput
 from backend.application.chat.pipeline import EventPipeline, Run, RunOutcome
@@ -169,12 +169,13 @@ class StreamHandler:
                     yield event
                 draft.debug |= run.record
                 saved = True
-                message_id = await self._saver.save(turn, draft)
-                if message_id is None:
-                    unsaved = ErrorEvent(UNSAVED_MESSAGE, "store_unavailable")
+                stored = await self._saver.save(turn, draft)
+                if isinstance(stored, GraphRagError):  # not kept: the client is told why, and done has no id
+                    unsaved = ErrorEvent(stored.public_message, stored.code)
                     for event in self._through(run, draft, unsaved):
                         yield event
-                for event in self._through(run, draft, DoneEvent(message_id)):
+                done = DoneEvent(None if isinstance(stored, GraphRagError) else stored)
+                for event in self._through(run, draft, done):
                     yield event
             finally:
                 self._live.discard(live)

@@ -162,6 +162,7 @@ class TurnService:
                 debug=_debug_record(draft),
                 completed=draft.completed,
                 request_id=turn.context.request_id,
+                reply_to=turn.user_message.id,
             ),
         )
 

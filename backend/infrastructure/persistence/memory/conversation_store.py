@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 from datetime import UTC, datetime
 
 from backend.domain.conversation import FeedbackRecord, NewMessage, StartedTurn, StoredMessage, newest_others
-from backend.domain.errors import NotFound, StoreUnavailable
+from backend.domain.errors import ConversationStoreUnavailable, NotFound, QuestionCleared
 from backend.infrastructure.persistence.common import page_request, parse_id, plain_json
 
 
@@ -86,6 +86,8 @@ class InMemoryConversationStore:
             for stored in conversation.messages:
                 if stored.request_id == message.request_id and stored.role == message.role:
                     return stored
+        if message.reply_to is not None and all(stored.id != message.reply_to for stored in conversation.messages):
+            raise QuestionCleared  # as the SQL stores' foreign key refuses it
         stored = _to_stored(key, message)
         conversation.messages.append(stored)
         return stored
@@ -136,7 +138,7 @@ class InMemoryConversationStore:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StoreUnavailable("the in-memory conversation store is closed")
+            raise ConversationStoreUnavailable("the in-memory conversation store is closed")
 
 
 def _to_stored(conversation_id: str, message: NewMessage) -> StoredMessage:

@@ -20,7 +20,13 @@ from urllib.parse import urlsplit
 import asyncpg
 
 from backend.domain.conversation import FeedbackRecord, NewMessage, Role, StartedTurn, StoredMessage, newest_others
-from backend.domain.errors import InvalidRequest, NotFound, StoreUnavailable
+from backend.domain.errors import (
+    ConversationStoreUnavailable,
+    InvalidRequest,
+    NotFound,
+    QuestionCleared,
+    StoreUnavailable,
+)
 from backend.infrastructure.persistence.common import (
     citations_from_json,
     citations_to_json,
@@ -57,10 +63,12 @@ _CREATE_CONVERSATION = """
 # One statement, one round trip: touching the conversation locks its row before the insert takes its
 # seq, so appends to one conversation commit in seq order and a retried request waits for the first.
 # No row back means: no such conversation, or this request already stored this role's message.
+# `reply_to` is a foreign key: the insert takes a share lock on the question's row, so a clear deleting it either
+# waits for the answer and takes it along (ON DELETE CASCADE), or wins and the insert fails.
 _APPEND_MESSAGE = f"""
     WITH conversation AS (UPDATE conversations SET updated_at = now() WHERE id = $1 RETURNING id)
-    INSERT INTO messages (conversation_id, role, content, citations, debug, completed, request_id)
-    SELECT id, $2, $3, $4, $5, $6, $7 FROM conversation
+    INSERT INTO messages (conversation_id, role, content, citations, debug, completed, request_id, reply_to)
+    SELECT id, $2, $3, $4, $5, $6, $7, $8 FROM conversation
     ON CONFLICT (conversation_id, request_id, role) WHERE request_id IS NOT NULL DO NOTHING
     RETURNING {_MESSAGE_COLUMNS}
 """
@@ -225,10 +233,14 @@ class PostgresConversationStore:
     async def append_message(self, conversation_id: str, message: NewMessage) -> StoredMessage:
         key = parse_id(conversation_id, "conversation")
         values = _message_values(message)
+        reply_to = None if message.reply_to is None else parse_id(message.reply_to, "message")
         async with self._connection() as conn:
             row = None
             while row is None:  # loops only if a concurrent clear removes the row we conflicted with
-                row = await conn.fetchrow(_APPEND_MESSAGE, key, *values, message.request_id)
+                try:
+                    row = await conn.fetchrow(_APPEND_MESSAGE, key, *values, message.request_id, reply_to)
+                except asyncpg.ForeignKeyViolationError as exc:
+                    raise QuestionCleared from exc
                 if row is not None:
                     break
                 if message.request_id is not None:  # the same request may have stored this role's message
@@ -296,7 +308,7 @@ class PostgresConversationStore:
 
     async def _ready_pool(self) -> Any:
         if self._closed:
-            raise StoreUnavailable("the Postgres conversation store is closed")
+            raise ConversationStoreUnavailable("the Postgres conversation store is closed")
         if self._pool is not None:
             return self._pool
         attempt = self._attempts
@@ -306,13 +318,13 @@ class PostgresConversationStore:
             if self._attempts != attempt:
                 # Another caller tried while we waited and failed: report that rather than queueing
                 # every waiting request behind its own connect timeout.
-                raise StoreUnavailable(self._last_error)
+                raise ConversationStoreUnavailable(self._last_error)
             self._attempts += 1
             try:
                 self._pool = await self._connect()
             except _DRIVER_ERRORS as exc:
                 self._last_error = f"{self._unavailable()}: {_describe_error(exc)}"
-                raise StoreUnavailable(self._last_error) from exc
+                raise ConversationStoreUnavailable(self._last_error) from exc
             logger.info("conversation store connected to %s", self._target)
             return self._pool
 

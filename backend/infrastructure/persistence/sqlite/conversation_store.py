@@ -21,7 +21,7 @@ from typing import Any
 import aiosqlite
 
 from backend.domain.conversation import FeedbackRecord, NewMessage, Role, StartedTurn, StoredMessage, newest_others
-from backend.domain.errors import NotFound, StoreUnavailable
+from backend.domain.errors import ConversationStoreUnavailable, NotFound, QuestionCleared
 from backend.infrastructure.persistence.common import (
     citations_from_json,
     citations_to_json,
@@ -32,7 +32,7 @@ from backend.infrastructure.persistence.common import (
 
 logger = logging.getLogger(__name__)
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 # Mirrors scripts/db/init_chat_history.sql in SQLite's dialect: ids are uuid text, times ISO-8601 UTC text.
 _SCHEMA: tuple[str, ...] = (
@@ -59,7 +59,8 @@ _SCHEMA: tuple[str, ...] = (
         citations       TEXT NOT NULL DEFAULT '[]',
         debug           TEXT,
         completed       INTEGER NOT NULL DEFAULT 1 CHECK (completed IN (0, 1)),
-        request_id      TEXT
+        request_id      TEXT,
+        reply_to        TEXT REFERENCES messages (id) ON DELETE CASCADE
     )""",
     "CREATE INDEX IF NOT EXISTS messages_conversation_seq_idx ON messages (conversation_id, seq)",
     """CREATE UNIQUE INDEX IF NOT EXISTS messages_request_once_idx
@@ -76,6 +77,9 @@ _SCHEMA: tuple[str, ...] = (
     )""",
     "CREATE INDEX IF NOT EXISTS feedback_message_idx ON feedback (message_id)",
 )
+# Version 2 on a file written by version 1 (the column is in CREATE TABLE for new files).
+_ADD_REPLY_TO = "ALTER TABLE messages ADD COLUMN reply_to TEXT REFERENCES messages (id) ON DELETE CASCADE"
+_INDEX_REPLY_TO = "CREATE INDEX IF NOT EXISTS messages_reply_to_idx ON messages (reply_to) WHERE reply_to IS NOT NULL"
 
 _MESSAGE_COLUMNS = "id, conversation_id, role, content, created_at, citations, debug, completed, request_id"
 
@@ -86,8 +90,8 @@ _UPSERT_CONVERSATION = """
     RETURNING id
 """
 _INSERT_MESSAGE = f"""
-    INSERT INTO messages ({_MESSAGE_COLUMNS})
-    VALUES (:id, :conversation_id, :role, :content, :created_at, :citations, :debug, :completed, :request_id)
+    INSERT INTO messages ({_MESSAGE_COLUMNS}, reply_to)
+    VALUES (:id, :conversation_id, :role, :content, :created_at, :citations, :debug, :completed, :request_id, :reply_to)
     ON CONFLICT (conversation_id, request_id, role) WHERE request_id IS NOT NULL DO NOTHING
     RETURNING {_MESSAGE_COLUMNS}
 """
@@ -175,7 +179,12 @@ class SqliteConversationStore:
             )
             if touched.rowcount == 0:
                 raise NotFound(f"conversation {conversation_id!r} not found")
-            return await self._insert_message(params)
+            try:
+                return await self._insert_message(params)
+            except sqlite3.IntegrityError as exc:
+                if "FOREIGN KEY" not in str(exc):  # the conversation is there: the key missed is `reply_to`
+                    raise
+                raise QuestionCleared from exc
 
     async def list_messages(
         self, conversation_id: str, limit: int | None = None, before: str | None = None
@@ -192,9 +201,11 @@ class SqliteConversationStore:
 
     async def clear_messages(self, conversation_id: str) -> int:
         key = str(parse_id(conversation_id, "conversation"))
-        async with self._session():
-            deleted = await self._db.execute("DELETE FROM messages WHERE conversation_id = ?", (key,))
-            return int(deleted.rowcount)
+        async with self._session(), self._transaction():
+            # Counted first: SQLite's rowcount leaves out the answers that go with their questions (ON DELETE CASCADE).
+            rows = await self._db.execute_fetchall("SELECT count(*) FROM messages WHERE conversation_id = ?", (key,))
+            await self._db.execute("DELETE FROM messages WHERE conversation_id = ?", (key,))
+            return int(next(iter(rows))[0])
 
     async def add_feedback(self, user_id: str, feedback: FeedbackRecord) -> str:
         message_id = str(parse_id(feedback.message_id, "message"))
@@ -225,9 +236,13 @@ class SqliteConversationStore:
             async with self._transaction():
                 for statement in _SCHEMA:
                     await self._db.execute(statement)
-                await self._db.execute(
+                columns = await self._db.execute_fetchall("SELECT name FROM pragma_table_info('messages')")
+                if "reply_to" not in {row["name"] for row in columns}:
+                    await self._db.execute(_ADD_REPLY_TO)
+                await self._db.execute(_INDEX_REPLY_TO)
+                await self._db.executemany(
                     "INSERT INTO schema_version (version, applied_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                    (SCHEMA_VERSION, _now()),
+                    [(version, _now()) for version in range(1, SCHEMA_VERSION + 1)],
                 )
 
     async def _upsert_conversation(self, user_id: str, session_id: str) -> str:
@@ -256,7 +271,7 @@ class SqliteConversationStore:
         """Exclusive use of the connection, with SQLite errors reported as `StoreUnavailable`."""
         async with self._lock:
             if self._closed:
-                raise StoreUnavailable("the SQLite conversation store is closed")
+                raise ConversationStoreUnavailable("the SQLite conversation store is closed")
             with _translate(f"the SQLite conversation store at {self._path} failed"):
                 yield
 
@@ -276,7 +291,7 @@ def _translate(what: str) -> Iterator[None]:
     try:
         yield
     except (sqlite3.Error, OSError) as exc:
-        raise StoreUnavailable(f"{what}: {type(exc).__name__}: {exc}") from exc
+        raise ConversationStoreUnavailable(f"{what}: {type(exc).__name__}: {exc}") from exc
 
 
 def _now() -> str:
@@ -294,6 +309,7 @@ def _message_params(conversation_id: str, message: NewMessage) -> dict[str, Any]
         "debug": None if message.debug is None else dump_json(message.debug),
         "completed": int(message.completed),
         "request_id": message.request_id,
+        "reply_to": None if message.reply_to is None else str(parse_id(message.reply_to, "message")),
     }
 
 
