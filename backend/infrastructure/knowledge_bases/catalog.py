@@ -18,7 +18,7 @@ import time
 from collections.abc import Sequence
 from typing import Protocol
 
-from backend.domain.errors import Conflict, InvalidRequest, StoreUnavailable
+from backend.domain.errors import Conflict, InvalidRequest, KnowledgeStoreUnavailable, StoreUnavailable
 from backend.domain.knowledge_base import KnowledgeBase, is_valid_kb_prefix
 from backend.domain.worker_name import DEFAULT_KB_ALIAS
 from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
@@ -70,7 +70,7 @@ class KnowledgeBaseCatalog:
             except (StoreUnavailable, TimeoutError) as error:
                 reason = error.message if isinstance(error, StoreUnavailable) else "it did not answer in time"
                 if force:
-                    raise StoreUnavailable(f"the knowledge bases could not be read: {reason}") from error
+                    raise KnowledgeStoreUnavailable(f"the knowledge bases could not be read: {reason}") from error
                 self._loaded_at = time.monotonic()  # keep what is known; try again after refresh_s
                 logger.warning("knowledge bases not re-read, using the %d known: %s", len(self._created), reason)
                 return

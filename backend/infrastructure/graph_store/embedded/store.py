@@ -19,7 +19,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TypeVar
 
-from backend.domain.errors import StoreUnavailable
+from backend.domain.errors import KnowledgeStoreUnavailable
 from backend.domain.graph import (
     CommunityRecord,
     DocumentGraph,
@@ -83,7 +83,7 @@ class EmbeddedGraphStore:
         try:
             connections = await asyncio.to_thread(open_connections, path, readers, create_schema)
         except (sqlite3.Error, OSError) as exc:
-            raise StoreUnavailable(f"cannot open the graph store at {path}: {exc}") from exc
+            raise KnowledgeStoreUnavailable(f"cannot open the graph store at {path}: {exc}") from exc
         wrapped = [CancellableConnection(raw) for raw in connections]
         return cls(path, wrapped[0], wrapped[1:])
 
@@ -322,8 +322,8 @@ class EmbeddedGraphStore:
         try:
             return await connection.run(work)
         except sqlite3.Error as exc:
-            raise StoreUnavailable(f"graph store {self._path}: {what} failed: {exc}") from exc
+            raise KnowledgeStoreUnavailable(f"graph store {self._path}: {what} failed: {exc}") from exc
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StoreUnavailable(f"graph store {self._path} is closed")
+            raise KnowledgeStoreUnavailable(f"graph store {self._path} is closed")

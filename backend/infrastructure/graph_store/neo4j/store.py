@@ -327,7 +327,9 @@ class Neo4jGraphStore:
         server = public_uri(uri)
         secrets = tuple(secret for secret in (password, _uri_password(uri)) if secret)
         if urlsplit(uri).scheme not in _SCHEMES:
-            raise StoreUnavailable(f"Neo4j URI {server!r}: the scheme must be one of {', '.join(sorted(_SCHEMES))}")
+            raise KnowledgeStoreUnavailable(
+                f"Neo4j URI {server!r}: the scheme must be one of {', '.join(sorted(_SCHEMES))}"
+            )
         try:
             driver = AsyncGraphDatabase.driver(
                 uri,
@@ -773,7 +775,7 @@ class Neo4jGraphStore:
 
     def _check_open(self) -> None:
         if self._closed:
-            raise StoreUnavailable(f"Neo4j graph store at {self._server} is closed")
+            raise KnowledgeStoreUnavailable(f"Neo4j graph store at {self._server} is closed")
 
 
 def _retryable(error: BaseException) -> bool:
