@@ -1,12 +1,11 @@
 """Reads shared by the agents of one fused request.
 
 fusion_agent runs its members on the same question at once, and they ask the store and the embedder much the
-same things: the question's embedding, its fulltext and vector hits, the entities it names and their chunks.
-On 20 of the 2wiki dev questions over the whole corpus, 45 % of the members' reads repeated a read of
-another member. Inside `SharedReads.scope()`, the reader and
+same things: the question's embedding, its fulltext and vector hits, the entities it names and their chunks,
+and a large share of the members' reads repeat a read of another member. Inside `SharedReads.scope()`, the reader and
 embedder of a `SharedReads` perform each distinct read once and hand every caller its own copy of the result;
 outside a scope they pass each call straight through. The scope also tokenises each text the members score
-once (`text.shared_term_sets`): that was a fifth of a fused question's CPU.
+once (`text.shared_term_sets`), a large part of a fused question's CPU otherwise.
 
 The members also run the same searches to different depths (naive_rag_agent 20 chunks, local graph search 30).
 With a `search_depth`, every chunk and entity search in a scope fetches at least that many hits once and each caller

@@ -2,10 +2,10 @@
 
 The embedded store's vector search is one matrix-vector product per call, made from several reader threads at
 once while the event loop scores text. A multi-threaded BLAS splits each of those small products over threads
-of its own, which then wait for (and spin against) the readers and the event loop on the same few cores. On the
-2-core benchmark machine, hybrid_agent over the 6,119-passage 2wiki KB went from 99 / 152 ms (p50 / p95) to
-67 / 89 ms with BLAS on one thread (measured alone). The default encoder (onnxruntime) keeps its own pool, so
-indexing speed is unchanged; only the numpy engine (the fallback without onnxruntime) embeds on one core.
+of its own, which then wait for (and spin against) the readers and the event loop on the same few cores, so
+graph agents over a large KB answer sooner with BLAS on one thread (benchmarks/REPORT.md, retrieval latency).
+The default encoder (onnxruntime) keeps its own pool, so indexing speed is unchanged; only the numpy engine (the
+fallback without onnxruntime) embeds on one core.
 
 The limit is process-wide: it is taken when a service opens and given back when it closes.
 """

@@ -41,8 +41,7 @@ _MASKED = np.float32(-1e9)  # added to attention scores of padding positions
 _INV_SQRT2 = np.float32(1.0 / math.sqrt(2.0))
 _FFN_ROWS = 128  # 128 x 1536 float32 activations (768 KiB) stay in a typical L2 cache
 # Padded tokens per forward pass. Past a few thousand, activations and attention scores spill out of the CPU's
-# caches: on the 2-core benchmark machine a token cost 40-45 µs in passes of 256-2,048 tokens, 58 µs at
-# 32 x 128 and 86 µs at 32 x 256. Small passes also waste little on padding when lengths vary.
+# caches and each token costs more; small passes also waste little on padding when lengths vary.
 DEFAULT_BATCH_TOKENS = 1024
 DEFAULT_BATCH_SIZE = 128  # texts per pass, whatever their length (short entity names fill a pass this way)
 

@@ -7,8 +7,8 @@ model file is downloaded or converted ahead of time.
 
 Precision "int8" quantises the weights of every linear layer per output column (symmetric, 8 bits) and runs
 each as onnxruntime's DynamicQuantizeMatMul, which quantises its activations per call. The products then use
-the CPU's integer dot-product instructions: about twice the float32 speed on the benchmark machine, with
-embeddings whose cosine to the float32 ones is about 0.994 (0.986 at worst over 1,500 2wiki passages).
+the CPU's integer dot-product instructions, faster than float32, with embeddings very close to the float32
+ones (tests/integration/test_minilm_embedder.py bounds their cosine).
 """
 
 from __future__ import annotations
@@ -170,9 +170,9 @@ def onnx_encoder(
     options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
     options.log_severity_level = 3  # warnings about unused initialisers would be noise
     # The pool's threads sleep instead of spinning while they wait. A spinning thread keeps a core busy that the
-    # rest of the process (or Neo4j) needs: on the 2-core benchmark machine, embedding 3,000 passages beside one
-    # busy process took 30 s and 41 CPU-s with spinning, 22 s and 31 CPU-s without; a query's embedding left a
-    # core spinning while the store's reads waited for it. Alone, a bulk embedding is 11 % slower without.
+    # rest of the process (or Neo4j) needs: beside a busy process, bulk embedding is faster and cheaper without
+    # spinning, and a query's embedding no longer leaves a core spinning while the store's reads wait for it.
+    # Alone, a bulk embedding is a little slower (benchmarks/REPORT.md, indexing).
     options.add_session_config_entry("session.intra_op.allow_spinning", "0")
     model = build_model_bytes(weights, config, precision)
     session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])

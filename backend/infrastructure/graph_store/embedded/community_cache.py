@@ -2,8 +2,8 @@
 
 A community record carries the ids of its members, and a top-level community of a large KB has thousands.
 Aggregating them in SQL and parsing them again on every `communities_of` and community search cost a graph
-question more than any other read (2wiki, 6,119 passages: 11 ms per `communities_of`). The records are
-immutable, so one parsed set serves every read until the KB changes.
+question more than any other read on a large KB. The records are immutable, so one parsed set serves every read
+until the KB changes.
 
 A set is valid for one pair of revisions: communities (re-detection bumps it) and entities (a document write
 or delete bumps it; a delete also drops the members that are no longer entities). Any process's write moves

@@ -2,8 +2,8 @@
 
 A refresh after a one-document write changes a few communities of thousands and stays one transaction, so
 readers see the old set or the new one. Re-clustering the top levels of a big KB changes thousands of nodes and
-tens of thousands of links at once; one transaction holding all of it went over Neo4j's transaction memory
-(6,119 documents, the default 70% of a 768 MiB heap). Then each step runs in batches of bounded size, each its
+tens of thousands of links at once; one transaction holding all of it can go over Neo4j's transaction memory
+(a share of the heap). Then each step runs in batches of bounded size, each its
 own transaction, and readers may see a mix of both sets until the last batch commits. Every batch first locks
 the KB's CommunitySet node and checks the refresh's ticket: a newer refresh of the same KB makes the older one
 stop, so batches of two refreshes never interleave, and whatever the stopped one wrote is diffed away by the

@@ -68,8 +68,8 @@ def kb_scope(kb: str) -> Params:
 
 class QuietList(list[Any]):
     """A list the driver packs like any other but whose repr is short. neo4j 6.4 builds the repr of every query's
-    parameters for its debug log before it checks the log level: for 500 vectors of 384 floats that took 105 ms,
-    where packing them took 4 ms (and a tenth of the indexing process's CPU on 2wiki went to it)."""
+    parameters for its debug log before it checks the log level, which for a batch of vectors costs far more than
+    packing them (benchmarks/REPORT.md, indexing)."""
 
     __slots__ = ()
 

@@ -147,9 +147,9 @@ async def drop_vector_indexes(driver: AsyncDriver, database: str | None, names: 
     """Drop the named vector indexes (a bulk load suspends them: `create_vector_indexes` builds them again).
 
     Neo4j keeps a vector index up to date write by write: every transaction adds its vectors to a small HNSW
-    graph of its own, and background merges rebuild those graphs into larger ones. Loading all of 2wiki (7,110
-    chunk and 46,157 entity vectors) that way cost the JVM more CPU than populating the indexes once at the end,
-    and left searches slower until the index was rebuilt anyway.
+    graph of its own, and background merges rebuild those graphs into larger ones. A large load made that way
+    costs the JVM more CPU than populating the indexes once at the end, and leaves searches slower until the
+    index is rebuilt anyway.
     """
 
     async def drop(tx: AsyncManagedTransaction) -> None:

@@ -82,19 +82,18 @@ T = TypeVar("T")
 _log = logging.getLogger(__name__)
 
 MAX_LIMIT: Final = 1000  # no search or listing returns more rows than this, whatever the caller asks
-# A KB with at most this many vectors of a kind is scanned exactly. The scan reads every vector (about 50 µs
-# each on a 2-core machine), an index query costs about 17–22 ms whatever the KB's size: they break even
-# near 300 (2wiki, 520 chunks: scan 27 ms, index 17 ms).
+# A KB with at most this many vectors of a kind is scanned exactly. The scan's cost grows with the KB while an
+# index query's is about the same whatever its size; they break even near this many vectors.
 EXACT_SCAN_MAX: Final = 300
-# Chunks per write transaction of `upsert_documents`: 2wiki's 64-passage indexer batches (about 75 chunks) fit
-# in one; a few hundred long-document chunks with their mentions stay well inside Neo4j's transaction memory.
+# Chunks per write transaction of `upsert_documents`: an indexer batch of short passages fits in one; a few
+# hundred long-document chunks with their mentions stay well inside Neo4j's transaction memory.
 WRITE_BATCH_CHUNKS: Final = 500
 BULK_LOAD_MIN_DOCUMENTS: Final = 1_000  # bulk_load: smaller loads keep the vector indexes up to date as they write
 _MAX_QUERY_TERMS: Final = 64  # bounds the cost of one fulltext search
 # The vector index is shared by every KB, so it is asked for more candidates than `limit`: first a few (the
-# usual case, one KB or a large one: an index query costs more the more it is asked for, 22 ms for 60
-# candidates against 37 ms for 300), then many (the KB's vectors are a small part of the index), then the
-# exact scan. The KB's vectors among the index's k nearest are the KB's nearest.
+# usual case, one KB or a large one: an index query costs more the more candidates it is asked for), then many
+# (the KB's vectors are a small part of the index), then the exact scan. The KB's vectors among the index's k
+# nearest are the KB's nearest.
 _CANDIDATE_PASSES: Final = ((2, 50), (10, 100))  # (times `limit`, at least)
 _MAX_CANDIDATES: Final = 10_000
 _LUCENE_SPECIAL: Final = frozenset('\\+-!():^[]"{}~*?|&/')
