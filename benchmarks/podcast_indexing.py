@@ -1,11 +1,12 @@
 """Indexing cost on the podcast corpus: ours offline and with the LLM extractor (0 ms and 200 ms per model
 call), and nano-graphrag and LightRAG through the same scripted model; the peers' context queries on 2wiki.
 
-Corpus: /work/shared/datasets/podcast/kevin_scott_podcast.zip, 1,669 transcript pieces of 60 episodes (about
-1M tokens; consecutive pieces overlap by about 430 characters, so overlapping text is indexed twice, by every
-system alike). Pieces are taken in natural order of their file names (episode by episode, part by part);
-`--documents N` takes the first N (default 100; `--quick`: 20). Each piece is one document: title = its file
-name without ".txt", text = its content with CRLF made LF.
+Corpus: podcast/kevin_scott_podcast.zip of the datasets (`$DATASETS_DIR`, else ../shared/datasets beside the
+repository; tests/support/datasets.py), 1,669 transcript pieces of 60 episodes (about 1M tokens; consecutive pieces
+overlap by about 430 characters, so overlapping text is indexed twice, by every system alike). Pieces are taken
+in natural order of their file names (episode by episode, part by part); `--documents N` takes the first N
+(default 100; `--quick`: 20). Each piece is one document: title = its file name without ".txt", text = its content
+with CRLF made LF.
 
 The model: `benchmarks.extraction_model`, a scripted OpenAI-compatible server in its own process, one process
 per run (so its call counts per prompt kind belong to that run). It answers every extraction prompt (ours,
@@ -70,10 +71,11 @@ from backend.domain.knowledge_base import KnowledgeBase
 from backend.infrastructure.config.settings import Settings
 from benchmarks.graph_indexing import Wiring, clean_env
 from benchmarks.graph_probes import RefreshLog, StageClock, cpu_seconds, machine, status_kib
+from tests.support.datasets import dataset_path
 
 ROOT = Path(__file__).resolve().parent.parent
-PODCAST = Path("/work/shared/datasets/podcast/kevin_scott_podcast.zip")
-WIKI = Path("/work/shared/datasets/2wiki")
+PODCAST = dataset_path("podcast", "kevin_scott_podcast.zip")
+WIKI = dataset_path("2wiki")
 RESULTS_DIR = ROOT / "benchmarks" / "results"
 PEERS_PYTHON = ROOT / ".venv-peers" / "bin" / "python"
 PEERS_INSTALL = "python3.11 -m venv .venv-peers && .venv-peers/bin/pip install -r benchmarks/peers/requirements.txt"

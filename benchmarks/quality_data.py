@@ -9,7 +9,6 @@ result back to the keys of the source it came from without any help from the pro
 from __future__ import annotations
 
 import json
-import os
 from collections import defaultdict
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -19,9 +18,10 @@ from typing import Any
 from backend.application.ports.ingestion import SourceDocument
 from backend.graphrag_agent import ids
 from backend.infrastructure.knowledge.loaders import FileDocumentLoader
+from tests.support.datasets import datasets_dir
 
 ROOT = Path(__file__).resolve().parent.parent
-DATASETS = Path(os.environ.get("DATASETS_DIR", ROOT.parent / "shared" / "datasets"))
+DATASETS = datasets_dir()  # $DATASETS_DIR, else ../shared/datasets beside the repository
 HIPPORAG_RECALL_AT_5 = {  # 2WikiMultiHopQA, 1,000 questions, this corpus (HippoRAG and HippoRAG 2 papers)
     "BM25": 0.619,
     "ColBERTv2": 0.682,

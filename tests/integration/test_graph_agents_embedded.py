@@ -17,27 +17,34 @@ from backend.graphrag_agent.agents import DeepResearchAgent, FusionAgent, GraphA
 from backend.graphrag_agent.ports import AgentTrace, RetrievalAgent
 from backend.infrastructure.agents.rag_factory.builders import AGENT_BUILDERS, AgentResources
 from backend.infrastructure.graph_store.embedded.store import EmbeddedGraphStore
+from tests.support.datasets import dataset_path, require_dataset
 from tests.support.embedder import shared_minilm
 from tests.support.indexing import make_indexer
 
-DATASET = Path("/work/shared/datasets/2wiki")
+DATASET = dataset_path("2wiki")
 KB = KnowledgeBase("wiki", description="2WikiMultihopQA passages")
 # The passages of four dev questions and their neighbours in the corpus (which are distractors).
 PASSAGES = (slice(0, 12), slice(20, 28), slice(85, 94), slice(100, 106))
 QUESTIONS = ("2w-dev-001", "2w-dev-003", "2w-dev-010", "2w-dev-011")
 AGENT_TYPES = ("graph_agent", "hybrid_agent", "deep_research_agent", "fusion_agent")
 
-pytestmark = [
-    pytest.mark.slow,
-    pytest.mark.skipif(not (DATASET / "corpus.json").exists(), reason="the 2wiki dataset is not available"),
-]
+pytestmark = pytest.mark.slow
+
+
+@pytest.fixture(scope="module", autouse=True)
+def wiki_dataset() -> None:
+    """Skipped without the 2wiki dataset; under REQUIRE_REAL_SERVICES=1 that fails instead."""
+    require_dataset("2wiki", "corpus.json")
+    require_dataset("2wiki", "questions_dev.json")
 
 
 def questions() -> list[dict[str, Any]]:
-    if not (DATASET / "questions_dev.json").exists():
-        return []
     rows = json.loads((DATASET / "questions_dev.json").read_text("utf-8"))
     return [row for row in rows if row["id"] in QUESTIONS]
+
+
+def dev_question(question_id: str) -> dict[str, Any]:
+    return next(row for row in questions() if row["id"] == question_id)
 
 
 async def ingest(path: Path) -> None:
@@ -83,13 +90,14 @@ def chunk_titles(trace: AgentTrace) -> list[str]:
     return [r["source"]["title"] for r in trace["retrieval_results"] if r["granularity"] == "Chunk"]
 
 
-@pytest.mark.parametrize("question", questions(), ids=lambda q: q["id"])
+@pytest.mark.parametrize("question_id", QUESTIONS)
 @pytest.mark.parametrize("agent_type", AGENT_TYPES)
 async def test_multi_hop_questions_find_every_supporting_passage(
-    agent_type: str, question: dict[str, Any], store: EmbeddedGraphStore
+    agent_type: str, question_id: str, store: EmbeddedGraphStore
 ) -> None:
-    trace = await make_agent(agent_type, store).retrieve_with_trace(question["question"], "t")
-    assert set(question["gold_titles"]) <= set(chunk_titles(trace)[:8]), chunk_titles(trace)
+    asked = dev_question(question_id)
+    trace = await make_agent(agent_type, store).retrieve_with_trace(asked["question"], "t")
+    assert set(asked["gold_titles"]) <= set(chunk_titles(trace)[:8]), chunk_titles(trace)
 
 
 async def test_plain_chunk_retrieval_misses_bridges_the_graph_agents_find_or_reaches_them_by_feedback(
@@ -103,7 +111,7 @@ async def test_plain_chunk_retrieval_misses_bridges_the_graph_agents_find_or_rea
     ]
     assert "2w-dev-010" in missed
     # 2w-dev-003's bridge passage shares no word with the question: only the feedback search reaches it.
-    bridge = next(q for q in questions() if q["id"] == "2w-dev-003")
+    bridge = dev_question("2w-dev-003")
     trace = await naive.retrieve_with_trace(bridge["question"], "t")
     gold = [r["metadata"] for r in trace["retrieval_results"] if r["source"]["title"] in bridge["gold_titles"]]
     assert "2w-dev-003" not in missed

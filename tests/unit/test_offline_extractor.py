@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import os
 import time
 from collections.abc import Iterable
 from functools import cache
@@ -20,26 +19,22 @@ from backend.graphrag_agent import ids
 from backend.graphrag_agent.chunking import chunk_text
 from backend.graphrag_agent.extraction import Extraction, OfflineExtractor
 from backend.graphrag_agent.extraction.offline import title_entity_name
+from tests.support.datasets import require_dataset
 
 ROOT = Path(__file__).resolve().parents[2]
 KB = "wiki"
 JUNK = {"The", "He", "She", "It", "In", "This", "They", "His", "Her", "A", "An", "After", "When"}
 
 
-def dataset(relative: str) -> Any:
-    """A file of the shared datasets ($DATASETS_DIR, or shared/datasets beside the work tree)."""
-    configured = os.environ.get("DATASETS_DIR")
-    candidates = [Path(configured) / relative] if configured else []
-    candidates += [ROOT.parent / "shared" / "datasets" / relative, ROOT / "shared" / "datasets" / relative]
-    path = next((candidate for candidate in candidates if candidate.is_file()), None)
-    if path is None:
-        pytest.skip(f"dataset {relative} is not available")
-    return json.loads(path.read_text(encoding="utf-8"))
+def dataset(*parts: str) -> Any:
+    """A JSON file of the shared datasets (tests/support/datasets.py); skipped when missing, or failed under
+    REQUIRE_REAL_SERVICES=1."""
+    return json.loads(require_dataset(*parts).read_text(encoding="utf-8"))
 
 
 @cache
 def wiki() -> dict[str, str]:
-    return {passage["title"]: passage["text"] for passage in dataset("2wiki/corpus.json")}
+    return {passage["title"]: passage["text"] for passage in dataset("2wiki", "corpus.json")}
 
 
 def document(title: str, text: str, *, chunked: bool = False) -> tuple[DocumentRecord, list[ChunkRecord]]:
@@ -192,7 +187,7 @@ def test_invariants_and_determinism_on_300_passages() -> None:
 
 
 def test_chinese_passage_people_places_and_dates() -> None:
-    passage = next(p for p in dataset("cmrc2018/corpus.json") if p["title"] == "赵鹏")
+    passage = next(p for p in dataset("cmrc2018", "corpus.json") if p["title"] == "赵鹏")
     result = extract(passage["title"], passage["text"], chunked=True)
     found = types_by_name(result)
     assert found["赵鹏"] == "person"  # the title entity, typed by jieba
@@ -206,7 +201,7 @@ def test_chinese_passage_people_places_and_dates() -> None:
 
 
 def test_transliterated_chinese_names_stay_whole() -> None:
-    passage = next(p for p in dataset("cmrc2018/corpus.json") if p["title"] == "路德维希·普朗特")
+    passage = next(p for p in dataset("cmrc2018", "corpus.json") if p["title"] == "路德维希·普朗特")
     found = types_by_name(extract(passage["title"], passage["text"], chunked=True))
     assert found["菲利克斯·克莱因"] == "person"
     assert found["路德维希·普朗特"] == "person"
