@@ -11,18 +11,23 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
+from backend.application.answering.generator import AnswerGenerator, GeneralChat
 from backend.application.chat.answer_saver import AnswerSaver
 from backend.application.chat.budgets import BudgetPolicy
 from backend.application.chat.chat_handler import ChatHandler
 from backend.application.chat.debug_middleware import DebugMiddleware
 from backend.application.chat.history import HistoryService
 from backend.application.chat.pipeline import EventPipeline
+from backend.application.chat.stream_executor import ChatStreamExecutor
 from backend.application.chat.stream_handler import StreamHandler
 from backend.application.chat.turns import TurnLimits, TurnService
 from backend.application.feedback import FeedbackService
 from backend.application.knowledge.knowledge_service import KnowledgeService
 from backend.application.knowledge.retrieval_service import RetrievalService
+from backend.application.ports.chat_model import ChatModel
 from backend.application.ports.conversation_store import ConversationStore
+from backend.application.rag.kb_handlers import KnowledgeBaseHandlerFactory
+from backend.application.rag.rag_manager import RagManager, RetrievalLimits
 from backend.application.services import ServiceContainer
 from backend.graphrag_agent.community_summaries import CommunitySummarizer
 from backend.graphrag_agent.extraction.base import Extractor
@@ -56,19 +61,15 @@ from backend.infrastructure.knowledge.locks import KbLocks
 from backend.infrastructure.knowledge_bases.catalog import KnowledgeBaseCatalog
 from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
 from backend.infrastructure.llm.accounted_model import AccountedChatModel
-from backend.infrastructure.llm.answering import AnswerGenerator, GeneralChat
 from backend.infrastructure.llm.completion_adapter import CoreCompletionModel
+from backend.infrastructure.llm.extractive import ExtractiveAnswerer
 from backend.infrastructure.llm.openai_compatible import OpenAICompatibleChatModel
-from backend.infrastructure.llm.types import ChatModel
 from backend.infrastructure.native_threads import single_threaded_blas
 from backend.infrastructure.persistence.memory.conversation_store import InMemoryConversationStore
 from backend.infrastructure.persistence.postgres.conversation_store import PostgresConversationStore
 from backend.infrastructure.persistence.sqlite.conversation_store import SqliteConversationStore
-from backend.infrastructure.rag.kb_handlers import KnowledgeBaseHandlerFactory
-from backend.infrastructure.rag.rag_manager import RagManager, RetrievalLimits
 from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier
 from backend.infrastructure.routing.router_graph import RouterGraph, RoutingPolicy
-from backend.infrastructure.streaming.chat_stream_executor import ChatStreamExecutor
 
 logger = logging.getLogger(__name__)
 
@@ -231,7 +232,7 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
         knowledge = await _open_knowledge(settings, model, stack, serving=True)
         catalog = knowledge.catalog
 
-        generator = AnswerGenerator(model, settings.history_token_budget)
+        generator = AnswerGenerator(model, ExtractiveAnswerer(), settings.history_token_budget)
         resources = AgentResources(
             knowledge.store,
             knowledge.embedder,

@@ -35,7 +35,8 @@ import openai
 import orjson
 from langchain_openai import ChatOpenAI
 
-from backend.infrastructure.llm import ChatTurn, OpenAICompatibleChatModel
+from backend.application.ports.chat_model import ChatTurn
+from backend.infrastructure.llm import OpenAICompatibleChatModel
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "llm_token_parse.json"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import StrEnum
-from typing import Any
+from typing import Any, TypedDict
 
 
 class Granularity(StrEnum):
@@ -63,6 +63,15 @@ class RetrievalResult:
             score=min(1.0, max(0.0, float(raw.get("score", 0.0)))),
             metadata=dict(raw.get("metadata") or {}),
         )
+
+
+class AgentTrace(TypedDict):
+    """What a retrieve-only agent returns: its context text, its results as `RetrievalResult.to_dict()`
+    rows, and its reference data."""
+
+    context: str
+    retrieval_results: list[dict[str, Any]]
+    reference: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)

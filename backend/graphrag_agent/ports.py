@@ -4,12 +4,15 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Any, Protocol, TypedDict
+from typing import Protocol
 
 import numpy as np
 import numpy.typing as npt
 
 from backend.domain.graph import CommunityRecord, EntityRecord, RelationRecord
+
+# Plain data, so the use cases can type an agent's answer too; re-exported with the agent contract below.
+from backend.domain.retrieval import AgentTrace as AgentTrace
 
 Vector = npt.NDArray[np.float32]
 
@@ -117,12 +120,6 @@ class TextEmbedder(Protocol):
         """Does the model embed the language of `text` meaningfully? Otherwise its vectors are noise,
         and searches skip the vector side wherever a fulltext search covers the same ground."""
         ...
-
-
-class AgentTrace(TypedDict):
-    context: str
-    retrieval_results: list[dict[str, Any]]
-    reference: dict[str, Any]
 
 
 class RetrievalAgent(Protocol):

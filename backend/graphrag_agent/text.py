@@ -15,13 +15,15 @@ from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from contextvars import ContextVar
 
+# The token estimate and its word / CJK split are defined in the domain (the use cases count tokens too);
+# `estimate_tokens` and `is_cjk` are re-exported here with the core's other text primitives.
+from backend.domain.tokens import CJK, WORD_OR_CJK_RUN
+from backend.domain.tokens import estimate_tokens as estimate_tokens
+from backend.domain.tokens import is_cjk as is_cjk
 from backend.graphrag_agent.chinese import chinese_words
 
-_CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
-_WORD_OR_CJK_RUN = re.compile(rf"[{_CJK}]+|[^\W_{_CJK}]+(?:['’][^\W_{_CJK}]+)*", re.UNICODE)
-_CJK_RUN = re.compile(rf"^[{_CJK}]+$")
-# `_WORD_OR_CJK_RUN` with a group for each kind: (CJK run, "") or ("", word).
-_CJK_RUN_OR_WORD = re.compile(rf"([{_CJK}]+)|([^\W_{_CJK}]+(?:['’][^\W_{_CJK}]+)*)", re.UNICODE)
+# `WORD_OR_CJK_RUN` with a group for each kind: (CJK run, "") or ("", word).
+_CJK_RUN_OR_WORD = re.compile(rf"([{CJK}]+)|([^\W_{CJK}]+(?:['’][^\W_{CJK}]+)*)", re.UNICODE)
 _POSSESSIVE = re.compile(r"'s$", re.IGNORECASE)
 _BLOCK_START = re.compile(r"^\s*(?:#{1,6}\s|[-*+]\s|\d{1,3}[.)]\s)")
 _LIST_NUMBER = re.compile(r"\d{1,3}[.)]")
@@ -29,7 +31,7 @@ _LIST_NUMBER = re.compile(r"\d{1,3}[.)]")
 # ("Dr.", "St.") does not end the sentence, so names keep their parts.
 _TITLES = ("Mr", "Ms", "Dr", "St", "Jr", "Sr", "Mt", "vs")
 _NOT_AN_END = r"(?<![\s(][A-HJ-Z]\.)" + "".join(rf"(?<!\s{title}\.)" for title in _TITLES)
-_SENTENCE_END = re.compile(rf"(?<=[.!?]){_NOT_AN_END}\s+(?=[\"'“(\[]?[A-Z0-9{_CJK}])|(?<=[。！？；])")
+_SENTENCE_END = re.compile(rf"(?<=[.!?]){_NOT_AN_END}\s+(?=[\"'“(\[]?[A-Z0-9{CJK}])|(?<=[。！？；])")
 
 STOPWORDS: frozenset[str] = frozenset(
     {
@@ -138,10 +140,6 @@ _CHINESE_STOPWORDS = frozenset(_CHINESE_FUNCTION_WORDS.split())
 STOPWORDS = STOPWORDS | _CHINESE_STOPWORDS
 
 
-def is_cjk(token: str) -> bool:
-    return bool(_CJK_RUN.match(token))
-
-
 def _cjk_terms(run: str) -> list[str]:
     if len(run) == 1:
         return [run]
@@ -155,7 +153,7 @@ def _bigrams(run: str) -> list[str]:
 def cjk_share(text: str) -> float:
     """Share of CJK characters among the word characters of `text` (0 for text without any)."""
     cjk = latin = 0
-    for match in _WORD_OR_CJK_RUN.finditer(text):
+    for match in WORD_OR_CJK_RUN.finditer(text):
         token = match.group(0)
         if is_cjk(token):
             cjk += len(token)
@@ -257,20 +255,6 @@ def content_terms(text: str) -> list[str]:
         if term not in STOPWORDS and term not in seen:
             seen[term] = None
     return list(seen)
-
-
-def estimate_tokens(text: str) -> int:
-    """A model-independent token estimate: about 1.3 tokens per word, one per CJK character."""
-    words = 0
-    cjk_chars = 0
-    for match in _WORD_OR_CJK_RUN.finditer(text):
-        token = match.group(0)
-        if is_cjk(token):
-            cjk_chars += len(token)
-        else:
-            words += 1
-    punctuation = max(0, len(text.split()) - words) // 4
-    return int(words * 1.3 + cjk_chars + punctuation) + (1 if text else 0)
 
 
 def _blocks(paragraph: str) -> list[str]:

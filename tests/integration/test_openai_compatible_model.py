@@ -12,8 +12,9 @@ from typing import Any
 
 import pytest
 
+from backend.application.ports.chat_model import ChatModel, ChatTurn, ModelDelta
 from backend.domain.errors import ModelError
-from backend.infrastructure.llm import ChatModel, ChatTurn, ModelDelta, OpenAICompatibleChatModel
+from backend.infrastructure.llm import OpenAICompatibleChatModel
 from tests.support.scripted_llm import Reply, ScriptedLLM
 
 API_KEY = "sk-test-SECRET-0123456789"

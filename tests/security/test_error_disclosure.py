@@ -19,6 +19,7 @@ import backend.domain.text
 import backend.infrastructure.extraction.llm_extractor
 import backend.server.api.openai_facade.errors  # noqa: F401
 from backend.application.chat.inputs import ChatInput
+from backend.application.ports.chat_model import ChatTurn, ModelDelta
 from backend.domain.context import RequestContext
 from backend.domain.errors import (
     GraphRagError,
@@ -28,7 +29,6 @@ from backend.domain.errors import (
     StoreUnavailable,
 )
 from backend.domain.events import INTERNAL_KINDS, ErrorEvent, ProgressEvent, StreamEvent
-from backend.infrastructure.llm.types import ChatTurn, ModelDelta
 from backend.server.agui.translator import AguiTranslator
 from backend.server.api.openai_facade.chunks import CompletionChunks
 from backend.server.errors import install_error_handlers, status_for

@@ -6,10 +6,10 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
+from backend.application.ports.chat_model import ChatTurn, ModelDelta
 from backend.domain.errors import ModelError
 from backend.domain.retrieval import EvidenceSource, Granularity, RetrievalResult
 from backend.graphrag_agent.ports import AgentTrace
-from backend.infrastructure.llm.types import ChatTurn, ModelDelta
 
 
 def evidence(result_id: str, text: str, score: float = 0.8, title: str = "Doc") -> RetrievalResult:

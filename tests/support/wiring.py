@@ -5,22 +5,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from backend.application.answering.generator import AnswerGenerator, GeneralChat
 from backend.application.chat.answer_saver import AnswerSaver
 from backend.application.chat.budgets import BudgetPolicy
 from backend.application.chat.chat_handler import ChatHandler
 from backend.application.chat.pipeline import EventPipeline
+from backend.application.chat.stream_executor import ChatStreamExecutor
 from backend.application.chat.stream_handler import StreamHandler
 from backend.application.chat.turns import TurnLimits, TurnService
+from backend.application.ports.chat_model import ChatModel
+from backend.application.rag.rag_manager import RagManager, RetrievalLimits
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.infrastructure.agents.rag_factory.builders import AgentResources
 from backend.infrastructure.agents.rag_factory.manager import RAGAgentManager
 from backend.infrastructure.knowledge_bases.catalog import static_catalog
-from backend.infrastructure.llm.answering import AnswerGenerator, GeneralChat
-from backend.infrastructure.llm.types import ChatModel
+from backend.infrastructure.llm.extractive import ExtractiveAnswerer
 from backend.infrastructure.persistence.memory.conversation_store import InMemoryConversationStore
-from backend.infrastructure.rag.rag_manager import RagManager, RetrievalLimits
 from backend.infrastructure.routing.router_graph import RouterGraph, RoutingPolicy
-from backend.infrastructure.streaming.chat_stream_executor import ChatStreamExecutor
 from tests.support.fakes import FakeAgent
 
 DEFAULT_KBS = (
@@ -51,7 +52,7 @@ def wire(
     catalog = static_catalog(kbs)
     store = store or InMemoryConversationStore()
     pool = RAGAgentManager(catalog, {agent.agent_type: lambda kb, res: agent}, AgentResources(None, None))  # type: ignore[arg-type]
-    generator = AnswerGenerator(model)
+    generator = AnswerGenerator(model, ExtractiveAnswerer())
     rag = RagManager(pool, generator, RetrievalLimits(agent_timeout_s=agent_timeout_s))
     router = RouterGraph(catalog, RoutingPolicy())
     turns = TurnService(store, catalog, pool.available_agent_types, TurnLimits(max_message_chars=2000))

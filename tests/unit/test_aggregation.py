@@ -1,5 +1,5 @@
+from backend.application.rag.aggregation import aggregate, deduplicate, fit_token_budget, to_citations
 from backend.domain.retrieval import AgentRun, EvidenceSource, Granularity, RetrievalResult
-from backend.infrastructure.rag.aggregation import aggregate, deduplicate, fit_token_budget, to_citations
 
 
 def result(result_id: str, score: float, words: int = 10, title: str = "T") -> RetrievalResult:

@@ -6,6 +6,7 @@ import re
 import shutil
 import subprocess
 import sys
+import tomllib
 from pathlib import Path
 
 import pytest
@@ -38,6 +39,7 @@ def test_layer_contracts_hold() -> None:
         ("backend/graphrag_agent/text.py", "import backend.application.services"),
         ("backend/application/chat/inputs.py", "import backend.infrastructure.logging"),
         ("backend/server/config.py", "import backend.infrastructure.health"),
+        ("backend/infrastructure/health.py", "import backend.application.rag.rag_manager"),
         ("backend/application/chat/inputs.py", "import fastapi"),
     ],
 )
@@ -50,6 +52,21 @@ def test_a_forbidden_import_breaks_the_contracts(tmp_path: Path, module: str, fo
     result = run_import_linter(tmp_path)
     assert result.returncode != 0
     assert "BROKEN" in result.stdout.upper()
+
+
+def test_infrastructure_may_take_only_the_ports_from_application() -> None:
+    """The contract lists application's packages by name: a new one must be added to it."""
+    contracts = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["importlinter"]["contracts"]
+    forbidden = next(
+        set(contract["forbidden_modules"])
+        for contract in contracts
+        if contract["source_modules"] == ["backend.infrastructure"]
+        and any(module.startswith("backend.application.") for module in contract["forbidden_modules"])
+    )
+    application = ROOT / "backend" / "application"
+    packages = {path.parent.name for path in application.glob("*/__init__.py")}
+    modules = {path.stem for path in application.glob("*.py") if path.stem != "__init__"}
+    assert forbidden == {f"backend.application.{name}" for name in (packages | modules) - {"ports"}}
 
 
 def python_sources(folder: str) -> list[Path]:

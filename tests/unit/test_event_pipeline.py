@@ -11,6 +11,7 @@ from backend.application.chat.budgets import BudgetPolicy
 from backend.application.chat.debug_middleware import TRUNCATE_CHARS, DebugMiddleware
 from backend.application.chat.inputs import ChatInput
 from backend.application.chat.pipeline import EventOutcome, EventPipeline, Run, RunOutcome
+from backend.application.ports.chat_model import ChatTurn
 from backend.domain.budget import RequestBudget, budget_scope, current_budget
 from backend.domain.context import RequestContext
 from backend.domain.conversation import Role
@@ -28,7 +29,6 @@ from backend.domain.events import (
     TokenEvent,
 )
 from backend.infrastructure.llm.accounted_model import AccountedChatModel
-from backend.infrastructure.llm.types import ChatTurn
 from tests.support.fakes import FakeAgent, FakeChatModel, evidence
 from tests.support.wiring import Wired, wire
 

@@ -6,7 +6,11 @@ from pathlib import Path
 
 import pytest
 
+from backend.application.answering.generator import AnswerGenerator
+from backend.application.chat.stream_executor import ChatStreamExecutor
 from backend.application.ports.generation import GenerationRequest
+from backend.application.rag.kb_handlers import KnowledgeBaseHandlerFactory
+from backend.application.rag.rag_manager import RagManager, RetrievalLimits
 from backend.domain.context import RequestContext
 from backend.domain.errors import InvalidRequest
 from backend.domain.events import CitationsEvent, TokenEvent
@@ -16,10 +20,7 @@ from backend.infrastructure.agents.rag_factory.builders import AgentResources
 from backend.infrastructure.agents.rag_factory.manager import RAGAgentManager
 from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
-from backend.infrastructure.llm.answering import AnswerGenerator
-from backend.infrastructure.rag.kb_handlers import KnowledgeBaseHandlerFactory
-from backend.infrastructure.rag.rag_manager import RagManager, RetrievalLimits
-from backend.infrastructure.streaming.chat_stream_executor import ChatStreamExecutor
+from backend.infrastructure.llm.extractive import ExtractiveAnswerer
 from tests.support.fakes import FakeAgent, evidence
 
 REGISTRY = """
@@ -42,7 +43,7 @@ def build(tmp_path: Path) -> tuple[ChatStreamExecutor, RagManager, FakeAgent]:
     agent = FakeAgent(results=[evidence("c1", "generic evidence")])
     pool = RAGAgentManager(registry, {"naive_rag_agent": lambda kb, res: agent}, AgentResources(None, None))  # type: ignore[arg-type]
     handlers = KnowledgeBaseHandlerFactory.from_knowledge_bases(file_registry.list())
-    generator = AnswerGenerator(None)
+    generator = AnswerGenerator(None, ExtractiveAnswerer())
     rag = RagManager(pool, generator, RetrievalLimits(), handlers)
     return ChatStreamExecutor(rag, generator, handlers), rag, agent
 

@@ -4,7 +4,9 @@ import asyncio
 
 import pytest
 
+from backend.application.answering.generator import AnswerGenerator
 from backend.application.ports.generation import GenerationRequest
+from backend.application.rag.rag_manager import RagManager, RetrievalLimits
 from backend.domain.context import RequestContext
 from backend.domain.errors import (
     AgentUnavailable,
@@ -19,8 +21,7 @@ from backend.domain.worker_name import ParsedWorkerName
 from backend.infrastructure.agents.rag_factory.builders import AgentResources
 from backend.infrastructure.agents.rag_factory.manager import RAGAgentManager
 from backend.infrastructure.knowledge_bases.catalog import static_catalog
-from backend.infrastructure.llm.answering import AnswerGenerator
-from backend.infrastructure.rag.rag_manager import RagManager, RetrievalLimits
+from backend.infrastructure.llm.extractive import ExtractiveAnswerer
 from tests.support.fakes import FakeAgent, evidence
 
 CATALOG = static_catalog([KnowledgeBase("kb1", default_agent="naive_rag_agent"), KnowledgeBase("kb2")])
@@ -29,7 +30,7 @@ CATALOG = static_catalog([KnowledgeBase("kb1", default_agent="naive_rag_agent"),
 def make_manager(agents: dict[str, FakeAgent], timeout_s: float = 1.0, max_agents: int = 64) -> RagManager:
     builders = {agent_type: (lambda kb, res, a=agent: a) for agent_type, agent in agents.items()}
     pool = RAGAgentManager(CATALOG, builders, AgentResources(None, None), max_agents)  # type: ignore[arg-type]
-    return RagManager(pool, AnswerGenerator(None), RetrievalLimits(agent_timeout_s=timeout_s))
+    return RagManager(pool, AnswerGenerator(None, ExtractiveAnswerer()), RetrievalLimits(agent_timeout_s=timeout_s))
 
 
 def request(*specs: RagRunSpec, kb: str = "kb1") -> GenerationRequest:
@@ -118,7 +119,7 @@ async def test_plans_are_validated_before_anything_runs(worker_name: str, error:
 async def test_worker_name_is_authoritative_over_agent_type_and_default_maps_to_the_default_kb() -> None:
     catalog = static_catalog([KnowledgeBase("main", is_default=True)])
     pool = RAGAgentManager(catalog, {"naive_rag_agent": lambda kb, res: FakeAgent()}, AgentResources(None, None))  # type: ignore[arg-type]
-    manager = RagManager(pool, AnswerGenerator(None), RetrievalLimits())
+    manager = RagManager(pool, AnswerGenerator(None, ExtractiveAnswerer()), RetrievalLimits())
     (resolved,) = await manager.resolve_plan([RagRunSpec("graph_agent", "default:naive_rag_agent:retrieve_only")], "")
     assert resolved == ParsedWorkerName("main", "naive_rag_agent", "retrieve_only")
 

@@ -5,10 +5,10 @@ from collections.abc import Sequence
 
 import pytest
 
+from backend.application.ports.chat_model import ChatTurn, ModelDelta
 from backend.domain.errors import UnknownAgentType, UnknownKnowledgeBase
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.infrastructure.knowledge_bases.catalog import static_catalog
-from backend.infrastructure.llm.types import ChatTurn, ModelDelta
 from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier, parse_routing_reply
 from backend.infrastructure.routing.router_graph import RouterGraph, RoutingPolicy
 

@@ -17,6 +17,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
+from backend.application.ports.chat_model import ChatModel, ChatTurn
 from backend.domain.errors import ModelError
 from backend.domain.graph import EntityRecord, RelationRecord
 from backend.graphrag_agent.communities import CommunityDraft
@@ -29,7 +30,6 @@ from backend.graphrag_agent.community_summaries import (
     internal_relations,
     structural_rank,
 )
-from backend.infrastructure.llm.types import ChatModel, ChatTurn
 
 _log = logging.getLogger(__name__)
 

@@ -16,6 +16,7 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from backend.application.ports.chat_model import ChatModel, ChatTurn
 from backend.domain.errors import ModelError
 from backend.domain.graph import ChunkRecord, DocumentRecord
 from backend.graphrag_agent import ids
@@ -23,7 +24,6 @@ from backend.graphrag_agent.extraction.base import OTHER, Extraction, Extraction
 from backend.graphrag_agent.extraction.prompts import extraction_prompt
 from backend.graphrag_agent.extraction.tuples import ParsedTuples, parse_tuples
 from backend.infrastructure.extraction.cache import ExtractionCache, cache_key
-from backend.infrastructure.llm.types import ChatModel, ChatTurn
 
 _log = logging.getLogger(__name__)
 

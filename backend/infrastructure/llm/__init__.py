@@ -1,6 +1,6 @@
-"""Chat-model adapters (OpenAI-compatible HTTP)."""
+"""Chat-model adapters (OpenAI-compatible HTTP) and the extractive answerer; the types they implement are
+the ports in `backend/application/ports/chat_model.py`."""
 
 from backend.infrastructure.llm.openai_compatible import OpenAICompatibleChatModel
-from backend.infrastructure.llm.types import ChatModel, ChatTurn, ModelDelta
 
-__all__ = ["ChatModel", "ChatTurn", "ModelDelta", "OpenAICompatibleChatModel"]
+__all__ = ["OpenAICompatibleChatModel"]

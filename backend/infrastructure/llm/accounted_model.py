@@ -11,8 +11,8 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Iterable, Sequence
 
+from backend.application.ports.chat_model import ChatModel, ChatTurn, ModelDelta
 from backend.domain.budget import ModelCall, current_budget
-from backend.infrastructure.llm.types import ChatModel, ChatTurn, ModelDelta
 from backend.infrastructure.logging import mask_secrets
 
 # Model interactions get their own logger, so they can be turned up (DEBUG: the prompts) or off on their own.

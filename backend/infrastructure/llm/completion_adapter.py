@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from backend.application.ports.chat_model import ChatModel, ChatTurn
 from backend.graphrag_agent.model import PromptMessage
-from backend.infrastructure.llm.types import ChatModel, ChatTurn
 
 
 class CoreCompletionModel:

@@ -96,3 +96,17 @@ def stream_pieces(text: str) -> list[str]:
     if current:
         pieces.append(current)
     return pieces
+
+
+class ExtractiveAnswerer:
+    """Implements `OfflineAnswerer` (`application/ports/chat_model.py`) with the functions above."""
+
+    @property
+    def general_answer(self) -> str:
+        return GENERAL_UNAVAILABLE
+
+    def compose(self, question: str, evidence: Sequence[RetrievalResult]) -> str:
+        return compose_extractive_answer(question, evidence)
+
+    def stream_pieces(self, text: str) -> list[str]:
+        return stream_pieces(text)

@@ -3,8 +3,8 @@
 `complete()` goes through langchain-openai. `stream()` serves every chat answer, so it posts the request
 with httpx itself and parses the raw SSE lines: the openai SDK's typed chunks cost several times more CPU
 per token (benchmarks/llm_token_parse.py), and its request path (typed-parameter transform, request
-options, wrappers) cost 2.7 ms of CPU per request against 0.8 ms for the same POST through httpx, which
-decides how many streams a core can start at once (benchmarks/concurrency.py). Both share one connection
+options, wrappers) costs several times the CPU of the same POST through httpx, which decides how many streams
+a core can start at once (benchmarks/concurrency.py). Both share one connection
 pool. A stream is retried only before it starts (`retry_policy`, with tenacity); once a token has been
 yielded a failure ends it.
 
@@ -27,9 +27,9 @@ import openai
 import orjson
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
+from backend.application.ports.chat_model import ChatTurn, ModelDelta
 from backend.domain.errors import ModelError
 from backend.infrastructure.llm.retry_policy import ServerRefusal, tenacity_wait
-from backend.infrastructure.llm.types import ChatTurn, ModelDelta
 
 if TYPE_CHECKING:
     from langchain_openai import ChatOpenAI
@@ -43,9 +43,9 @@ _DRAIN_S: Final = 0.1
 # Many concurrent answers each hold a connection for as long as they stream (the SDK's 1,000). Idle
 # connections are kept as httpx does by default (20), not as the SDK does (100): httpcore probes the socket
 # of every idle connection each time a request starts or a response closes, so a burst of N streams over a
-# large idle pool costs O(N x idle) probes. 200 concurrent streams (benchmarks/concurrency.py): server CPU
-# per token 95.8 → 83–86 µs, first-token p99 1.46x → 1.26–1.30x the pass-through's. Streams beyond 20
-# open new connections, which costs less than the probes on loopback and little next to a stream's length.
+# large idle pool costs O(N x idle) probes (benchmarks/concurrency.py measures it under many streams).
+# Streams beyond 20 open new connections, which costs less than the probes on loopback and little next to a
+# stream's length.
 _POOL_LIMITS: Final = httpx2.Limits(max_connections=1000, max_keepalive_connections=20)
 # Both httpx generations: the SDK runs on httpx2, a caller-supplied legacy client would raise httpx errors.
 _STALL_ERRORS: Final = (httpx2.ReadTimeout, httpx.ReadTimeout)

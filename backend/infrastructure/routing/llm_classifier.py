@@ -7,9 +7,9 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
+from backend.application.ports.chat_model import ChatModel, ChatTurn
 from backend.domain.knowledge_base import GENERAL_KB, KnowledgeBase
 from backend.domain.routing import RouteMethod
-from backend.infrastructure.llm.types import ChatModel, ChatTurn
 from backend.infrastructure.routing.intent import IntentGuess
 
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)

@@ -1,10 +1,12 @@
-"""What the service needs from a chat model, independent of the wire protocol."""
+"""What the service needs from a chat model, independent of the wire protocol, and from its offline stand-in."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
+
+from backend.domain.retrieval import RetrievalResult
 
 
 @dataclass(frozen=True, slots=True)
@@ -43,3 +45,20 @@ class ChatModel(Protocol):
         ...
 
     async def aclose(self) -> None: ...
+
+
+class OfflineAnswerer(Protocol):
+    """What answers when no chat model is configured (the extractive answerer): from the evidence alone."""
+
+    @property
+    def general_answer(self) -> str:
+        """The answer to a general-chat turn, which needs a model: says so and how to configure one."""
+        ...
+
+    def compose(self, question: str, evidence: Sequence[RetrievalResult]) -> str:
+        """An answer to `question` from `evidence` (cited by source number), saying that it is extractive."""
+        ...
+
+    def stream_pieces(self, text: str) -> list[str]:
+        """Split an answer into word-sized deltas (whitespace kept) so it streams like a model's output."""
+        ...

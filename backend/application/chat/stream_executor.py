@@ -10,7 +10,11 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator
 from contextlib import aclosing
 
+from backend.application.answering.generator import AnswerGenerator
 from backend.application.ports.generation import GenerationRequest
+from backend.application.rag.aggregation import to_citations
+from backend.application.rag.kb_handlers import KnowledgeBaseHandlerFactory
+from backend.application.rag.rag_manager import RagManager
 from backend.domain.events import (
     CitationsEvent,
     ProgressEvent,
@@ -22,10 +26,6 @@ from backend.domain.events import (
 )
 from backend.domain.generation import GenerationMode
 from backend.domain.retrieval import AgentRun, RetrievalResult
-from backend.infrastructure.llm.answering import AnswerGenerator
-from backend.infrastructure.rag.aggregation import to_citations
-from backend.infrastructure.rag.kb_handlers import KnowledgeBaseHandlerFactory
-from backend.infrastructure.rag.rag_manager import RagManager
 
 
 class ChatStreamExecutor:

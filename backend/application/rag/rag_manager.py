@@ -8,15 +8,15 @@ import time
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
+from backend.application.answering.generator import AnswerGenerator
+from backend.application.ports.agents import AgentPool
 from backend.application.ports.generation import GeneratedAnswer, GenerationRequest
 from backend.application.ports.retrieval import RetrievalOutcome
+from backend.application.rag.aggregation import aggregate, to_citations
+from backend.application.rag.kb_handlers import KnowledgeBaseHandlerFactory
 from backend.domain.errors import GraphRagError, InvalidWorkerName, RetrievalFailed
 from backend.domain.retrieval import AgentRun, RagRunSpec, RetrievalResult
 from backend.domain.worker_name import ParsedWorkerName, parse_worker_name
-from backend.infrastructure.agents.rag_factory.manager import RAGAgentManager
-from backend.infrastructure.llm.answering import AnswerGenerator
-from backend.infrastructure.rag.aggregation import aggregate, to_citations
-from backend.infrastructure.rag.kb_handlers import KnowledgeBaseHandlerFactory
 
 logger = logging.getLogger(__name__)
 
@@ -33,7 +33,7 @@ class RagManager:
 
     def __init__(
         self,
-        pool: RAGAgentManager,
+        pool: AgentPool,
         generator: AnswerGenerator,
         limits: RetrievalLimits,
         handlers: KnowledgeBaseHandlerFactory | None = None,

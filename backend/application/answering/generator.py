@@ -1,28 +1,24 @@
 """AnswerGenerator: the one place that turns evidence and history into an answer.
 
-With a chat model it prompts the model; without one it composes an extractive answer. Both stream
-as `ModelDelta`s so the stream executor treats them alike.
+With a chat model it prompts the model; without one it asks the offline answerer (the extractive
+answerer). Both stream as `ModelDelta`s so the stream executor treats them alike.
 """
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator, Sequence
 
+from backend.application.answering.prompts import general_messages, rag_messages
+from backend.application.ports.chat_model import ChatModel, ChatTurn, ModelDelta, OfflineAnswerer
 from backend.application.ports.generation import GeneratedAnswer, GenerationRequest
 from backend.domain.generation import GenerationMode
 from backend.domain.retrieval import RetrievalResult
-from backend.infrastructure.llm.extractive import (
-    GENERAL_UNAVAILABLE,
-    compose_extractive_answer,
-    stream_pieces,
-)
-from backend.infrastructure.llm.prompts import general_messages, rag_messages
-from backend.infrastructure.llm.types import ChatModel, ChatTurn, ModelDelta
 
 
 class AnswerGenerator:
-    def __init__(self, model: ChatModel | None, history_token_budget: int = 2000) -> None:
+    def __init__(self, model: ChatModel | None, offline: OfflineAnswerer, history_token_budget: int = 2000) -> None:
         self._model = model
+        self._offline = offline
         self._history_budget = history_token_budget
 
     @property
@@ -35,7 +31,7 @@ class AnswerGenerator:
         return general_messages(request.message, request.history, self._history_budget)
 
     def _extractive_text(self, request: GenerationRequest, evidence: Sequence[RetrievalResult]) -> str:
-        return compose_extractive_answer(request.message, evidence) if request.plan else GENERAL_UNAVAILABLE
+        return self._offline.compose(request.message, evidence) if request.plan else self._offline.general_answer
 
     def stream(
         self, request: GenerationRequest, evidence: Sequence[RetrievalResult]
@@ -48,7 +44,7 @@ class AnswerGenerator:
     async def _extractive_stream(
         self, request: GenerationRequest, evidence: Sequence[RetrievalResult]
     ) -> AsyncGenerator[ModelDelta, None]:
-        for piece in stream_pieces(self._extractive_text(request, evidence)):
+        for piece in self._offline.stream_pieces(self._extractive_text(request, evidence)):
             yield ModelDelta(content=piece)
 
     async def complete(self, request: GenerationRequest, evidence: Sequence[RetrievalResult]) -> str:

@@ -7,7 +7,7 @@ from dataclasses import replace
 
 from backend.domain.conversation import Citation
 from backend.domain.retrieval import AgentRun, RetrievalResult
-from backend.graphrag_agent.text import estimate_tokens
+from backend.domain.tokens import estimate_tokens
 
 SNIPPET_CHARS = 280
 

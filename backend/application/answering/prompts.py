@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from backend.application.ports.chat_model import ChatTurn
 from backend.application.ports.generation import HistoryTurn
 from backend.domain.retrieval import RetrievalResult
-from backend.graphrag_agent.text import estimate_tokens
-from backend.infrastructure.llm.types import ChatTurn
+from backend.domain.tokens import estimate_tokens
 
 RAG_SYSTEM_PROMPT = (
     "You answer questions using only the numbered sources you are given. "

@@ -1,0 +1,24 @@
+"""The pool of retrieve-only agents, as the RAG use case sees it."""
+
+from __future__ import annotations
+
+from typing import Protocol
+
+from backend.domain.retrieval import AgentTrace
+from backend.domain.worker_name import ParsedWorkerName
+
+
+class PooledAgent(Protocol):
+    """A stateless, retrieve-only agent (the core's `RetrievalAgent` conforms)."""
+
+    async def retrieve_with_trace(self, query: str, thread_id: str) -> AgentTrace: ...
+
+
+class AgentPool(Protocol):
+    """Agents keyed by worker name (`kb_prefix:agent_type:agent_mode`), never by session."""
+
+    async def resolve(self, worker: ParsedWorkerName) -> ParsedWorkerName:
+        """Validate a worker and return it with the KB's canonical prefix; raise a 4xx-type error otherwise."""
+        ...
+
+    async def get_agent(self, worker: ParsedWorkerName) -> PooledAgent: ...
