@@ -73,6 +73,7 @@ from benchmarks.graph_probes import (
     cpu_seconds,
     machine,
     percentile,
+    ratio,
     result_path,
     save_result,
     status_kib,
@@ -320,10 +321,6 @@ async def run(dsn: str | None, streams: int, waves: int, tokens: int, timeout_s:
 
 
 # -- figures ---------------------------------------------------------------------------------------------------------
-
-
-def ratio(a: float, b: float) -> float:
-    return round(a / b, 3) if b else float("nan")
 
 
 def summarize_server(waves: Sequence[Wave], rss: dict[str, int]) -> dict[str, Any]:

@@ -1,4 +1,5 @@
-"""Measuring tools for benchmarks.graph_indexing: per-stage wall time, RSS and CPU of processes, percentiles.
+"""Measuring tools shared by the benchmarks: per-stage wall time, RSS and CPU of processes, percentiles, ratios,
+the machine and the result file.
 
 Nothing here changes what the product does: `StageClock` shadows methods of already-built objects with
 timed pass-throughs (instance attributes, removed again by `restore`), and the process probes only read /proc.
@@ -281,6 +282,11 @@ def percentile(values: Sequence[float], q: float) -> float:
     low = math.floor(position)
     high = min(low + 1, len(ordered) - 1)
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
+
+
+def ratio(a: float, b: float) -> float:
+    """a / b to 3 decimals; NaN when b is 0."""
+    return round(a / b, 3) if b else math.nan
 
 
 def spread_ms(seconds: Sequence[float]) -> dict[str, float]:

@@ -72,7 +72,7 @@ from backend.infrastructure.config.settings import Settings
 from backend.infrastructure.persistence.common import citations_to_json, dump_json
 from backend.infrastructure.persistence.postgres.conversation_store import PostgresConversationStore, describe_dsn
 from backend.infrastructure.persistence.sqlite.conversation_store import SqliteConversationStore
-from benchmarks.graph_probes import machine, percentile, result_path, save_result
+from benchmarks.graph_probes import machine, percentile, ratio, result_path, save_result
 
 DATABASE = "bench_history"
 OPS = ("start", "append")
@@ -393,10 +393,6 @@ async def run(
 
 
 # -- figures ---------------------------------------------------------------------------------------------------
-
-
-def ratio(a: float, b: float) -> float:
-    return round(a / b, 3) if b else float("nan")
 
 
 def summarize(phases: Sequence[Phase]) -> dict[str, Any]:

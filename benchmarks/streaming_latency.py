@@ -62,7 +62,6 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import pstats
 import statistics
 import subprocess
@@ -80,6 +79,7 @@ import httpx
 import orjson
 
 from backend.infrastructure.config.settings import Settings
+from benchmarks.graph_probes import machine, percentile, ratio
 from benchmarks.scripted_model import tagged
 from tests.support.scripted_llm import benchmark_tokens
 
@@ -330,17 +330,6 @@ async def take_stamps(client: httpx.AsyncClient, server: Server) -> dict[str, An
 # -- statistics ------------------------------------------------------------------------------------------------
 
 
-def percentile(values: Sequence[float], q: float) -> float:
-    """Linear interpolation between closest ranks (numpy's default)."""
-    ordered = sorted(values)
-    if not ordered:
-        return float("nan")
-    position = (len(ordered) - 1) * q / 100
-    low = int(position)
-    high = min(low + 1, len(ordered) - 1)
-    return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
-
-
 def spread(values: Sequence[float], digits: int = 2) -> dict[str, float]:
     return {
         "p50": round(percentile(values, 50), digits),
@@ -354,10 +343,6 @@ def spread(values: Sequence[float], digits: int = 2) -> dict[str, float]:
 
 def median_of(rounds: Sequence[dict[str, float]], key: str) -> float:
     return round(statistics.median(r[key] for r in rounds), 2)
-
-
-def ratio(a: float, b: float) -> float:
-    return round(a / b, 3) if b else float("nan")
 
 
 # -- phases ------------------------------------------------------------------------------------------------------
@@ -473,26 +458,6 @@ def server_split(record: dict[str, int]) -> dict[str, float]:
 
 
 # -- report ------------------------------------------------------------------------------------------------------
-
-
-def machine() -> dict[str, Any]:
-    model = platform.processor() or platform.machine()
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                model = line.split(":", 1)[1].strip()
-                break
-    except OSError:
-        pass
-    return {
-        "cpu_model": model,
-        "cpu_count": os.cpu_count(),
-        "cpus_usable": len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count(),
-        "python": platform.python_version(),
-        "implementation": platform.python_implementation(),
-        "platform": platform.platform(),
-        "load_average_1m_at_start": round(os.getloadavg()[0], 2),
-    }
 
 
 def summarize(per_token: dict[str, list[dict[str, Any]]], first: dict[str, dict[str, list[float]]]) -> dict[str, Any]:
