@@ -277,15 +277,16 @@ def split_sentences(text: str) -> list[str]:
     for paragraph in re.split(r"\n\s*\n", text):
         for block in _blocks(paragraph):
             parts = [part.strip() for part in _SENTENCE_END.split(block) if part.strip()]
-            sentences.extend(_rejoin_list_numbers(parts))
+            # "1." followed by a capitalised word looks like a sentence end; it is a list number.
+            sentences.extend(rejoin_after(parts, _LIST_NUMBER.fullmatch))
     return sentences
 
 
-def _rejoin_list_numbers(parts: list[str]) -> list[str]:
-    """ "1." followed by a capitalised word looks like a sentence end; it is a list number."""
+def rejoin_after(parts: list[str], unfinished: Callable[[str], object]) -> list[str]:
+    """`parts` with each part joined (by a space) to the one before it while that one is `unfinished`."""
     joined: list[str] = []
     for part in parts:
-        if joined and _LIST_NUMBER.fullmatch(joined[-1]):
+        if joined and unfinished(joined[-1]):
             joined[-1] = f"{joined[-1]} {part}"
         else:
             joined.append(part)

@@ -1,13 +1,17 @@
-"""Pieces every retrieve-only agent shares: structured concurrency, evidence items and the trace."""
+"""Pieces every retrieve-only agent shares: structured concurrency, evidence items, the trace and the agent
+template (`RetrieveOnlyAgent`)."""
 
 from __future__ import annotations
 
 import asyncio
 import logging
 import time
-from collections.abc import Awaitable, Iterable, Sequence
-from typing import Any, TypeVar, overload
+from abc import ABC, abstractmethod
+from collections.abc import Awaitable, Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, ClassVar, TypeVar, overload
 
+from backend.domain.agent_types import AgentType
 from backend.domain.graph import CommunityRecord, EntityRecord, RelationRecord
 from backend.domain.retrieval import EvidenceSource, Granularity, RetrievalResult
 from backend.graphrag_agent.ports import AgentTrace, ChunkHit
@@ -208,3 +212,49 @@ def log_retrieval(
         summary = " ".join(f"{key}={value}" for key, value in details.items())
         elapsed_ms = (time.perf_counter() - started) * 1000
         logger.debug("%s kb=%s thread=%s %s kept=%d in %.1f ms", agent_type, kb, thread_id, summary, kept, elapsed_ms)
+
+
+# --- the agent template --------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Retrieved:
+    """What an agent's search step found: its results, best first, and what the debug line reports about them."""
+
+    results: list[RetrievalResult]
+    details: Mapping[str, object] = field(default_factory=dict)
+
+
+class RetrieveOnlyAgent(ABC):
+    """The template of the single-KB agents (SPEC §9): question → `_retrieve` → results → trace.
+
+    A subclass names its `AGENT` type and supplies only `_retrieve`. The template times the call, answers a blank
+    question with an empty trace without searching, builds the trace and logs one debug line under the
+    subclass's module logger. Agents keep no per-request state; `thread_id` only labels that line.
+    """
+
+    AGENT: ClassVar[AgentType]
+
+    def __init__(self, kb_prefix: str) -> None:
+        self._kb = kb_prefix
+
+    @property
+    def agent_type(self) -> str:
+        return self.AGENT.value
+
+    @property
+    def kb_prefix(self) -> str:
+        return self._kb
+
+    async def retrieve_with_trace(self, query: str, thread_id: str) -> AgentTrace:
+        started = time.perf_counter()
+        if not query.strip():
+            return build_trace([])
+        found = await self._retrieve(query)
+        logger = logging.getLogger(type(self).__module__)
+        log_retrieval(logger, self.agent_type, self._kb, thread_id, started, len(found.results), **found.details)
+        return build_trace(found.results)
+
+    @abstractmethod
+    async def _retrieve(self, query: str) -> Retrieved:
+        """The agent's own search step, for a question that is not blank."""

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import logging
-import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -26,8 +25,8 @@ from typing import Any
 from backend.domain.agent_types import AgentType
 from backend.domain.graph import EntityRecord
 from backend.domain.retrieval import RetrievalResult
-from backend.graphrag_agent.agents.common import build_trace, concurrently, entity_result, log_retrieval
-from backend.graphrag_agent.agents.graph_agent import GraphSearch, Probe, is_broad_question
+from backend.graphrag_agent.agents.common import Retrieved, concurrently, entity_result
+from backend.graphrag_agent.agents.graph_agent import GraphSearchAgent, Probe
 from backend.graphrag_agent.agents.local_search import (
     Expansion,
     GraphSearchSettings,
@@ -42,7 +41,7 @@ from backend.graphrag_agent.fusion import reciprocal_rank_fusion, spread_over_gr
 from backend.graphrag_agent.ids import normalise_entity_name
 from backend.graphrag_agent.model import MODEL_FAILURES, CompletionModel, PromptMessage, parse_json_object, string_list
 from backend.graphrag_agent.pagerank import personalised_pagerank
-from backend.graphrag_agent.ports import AgentTrace, ChunkHit, GraphReader, TextEmbedder
+from backend.graphrag_agent.ports import ChunkHit, GraphReader, TextEmbedder
 
 logger = logging.getLogger(__name__)
 
@@ -206,8 +205,10 @@ class _Decision:
 # --- the agent ------------------------------------------------------------------------------------
 
 
-class DeepResearchAgent:
+class DeepResearchAgent(GraphSearchAgent):
     """Retrieve-only multi-hop research over one KB (SPEC §9); keeps no per-request state."""
+
+    AGENT = AgentType.DEEP_RESEARCH
 
     def __init__(
         self,
@@ -219,39 +220,19 @@ class DeepResearchAgent:
         research: ResearchSettings | None = None,
         settings: GraphSearchSettings | None = None,
     ) -> None:
-        self._search = GraphSearch(
-            kb_prefix, reader, embedder, top_k, settings or GraphSearchSettings(), self.agent_type
-        )
+        super().__init__(kb_prefix, reader, embedder, top_k, settings)
         self._reader = reader
         self._model = model
         self._research = research or ResearchSettings()
         if self._research.max_steps < 1:
             raise ValueError("max_steps must be at least 1")
 
-    @property
-    def agent_type(self) -> str:
-        return AgentType.DEEP_RESEARCH.value
-
-    @property
-    def kb_prefix(self) -> str:
-        return self._search.kb
-
-    @property
-    def _kb(self) -> str:
-        return self._search.kb
-
-    async def retrieve_with_trace(self, query: str, thread_id: str) -> AgentTrace:
-        started = time.perf_counter()
-        if not query.strip():
-            return build_trace([])
-        broad = is_broad_question(query)
-        probe = await self._search.probe(query, with_communities=broad)
-        results = await self._search.global_search(probe, broad)
+    async def _retrieve(self, query: str) -> Retrieved:
+        probe, results = await self._search.probe_then_global(query)
         mode = "global"
         if not results:
             mode, results = await self._research_results(query, probe)
-        log_retrieval(logger, self.agent_type, self._kb, thread_id, started, len(results), mode=mode)
-        return build_trace(results)
+        return Retrieved(results, {"mode": mode})
 
     async def _research_results(self, query: str, probe: Probe) -> tuple[str, list[RetrievalResult]]:
         if self._model is not None and self._research.max_steps > 1:

@@ -16,9 +16,7 @@ Otherwise local search. When global search finds no community, local search runs
 
 from __future__ import annotations
 
-import logging
 import re
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -27,7 +25,7 @@ from backend.domain.graph import CommunityRecord
 from backend.domain.retrieval import RetrievalResult
 from backend.graphrag_agent.agents.bridges import BridgeFinder
 from backend.graphrag_agent.agents.chunk_search import ChunkCandidate, ChunkRankings, ChunkSearch
-from backend.graphrag_agent.agents.common import all_of, build_trace, concurrently, log_retrieval, nothing
+from backend.graphrag_agent.agents.common import Retrieved, RetrieveOnlyAgent, all_of, concurrently, nothing
 from backend.graphrag_agent.agents.local_search import (
     EntityLinker,
     EvidenceAssembler,
@@ -41,7 +39,6 @@ from backend.graphrag_agent.agents.local_search import (
 from backend.graphrag_agent.focus import QuestionFocus
 from backend.graphrag_agent.fusion import reciprocal_rank_fusion, spread_over_groups
 from backend.graphrag_agent.ports import (
-    AgentTrace,
     ChunkHit,
     CommunityHit,
     EntityHit,
@@ -49,8 +46,6 @@ from backend.graphrag_agent.ports import (
     TextEmbedder,
     Vector,
 )
-
-logger = logging.getLogger(__name__)
 
 # Bridges name the documents a multi-hop question needs; when found, their ranking leads the fusion.
 BRIDGE_WEIGHT = 3.0
@@ -92,11 +87,12 @@ class GraphSearch:
         reader: GraphReader,
         embedder: TextEmbedder,
         top_k: int,
-        settings: GraphSearchSettings,
+        settings: GraphSearchSettings | None,
         agent_type: str,
     ) -> None:
         if top_k < 1:
             raise ValueError("top_k must be at least 1")
+        settings = settings or GraphSearchSettings()
         self.kb = kb
         self.top_k = top_k
         self.settings = settings
@@ -204,6 +200,13 @@ class GraphSearch:
         )
         return self.assembler.chunks(top) + entities + relations + communities
 
+    async def probe_then_global(self, query: str) -> tuple[Probe, list[RetrievalResult]]:
+        """The question's probe and its global (community) evidence, empty unless the rule in the module docstring
+        calls for it."""
+        broad = is_broad_question(query)
+        probe = await self.probe(query, with_communities=broad)
+        return probe, await self.global_search(probe, broad)
+
     async def global_search(self, probe: Probe, broad: bool) -> list[RetrievalResult]:
         """Community evidence when the rule in the module docstring calls for it, else nothing."""
         if not (broad or probe.found_nothing):
@@ -245,8 +248,8 @@ def _chunk_id(chunk: RankedChunk) -> str:
     return chunk.hit.chunk_id
 
 
-class GraphAgent:
-    """Retrieve-only graph search over one KB (SPEC §9); keeps no per-request state."""
+class GraphSearchAgent(RetrieveOnlyAgent):
+    """The agent template (common.py) for the agents built on `GraphSearch`: graph, hybrid and deep research."""
 
     def __init__(
         self,
@@ -256,36 +259,18 @@ class GraphAgent:
         top_k: int = 8,
         settings: GraphSearchSettings | None = None,
     ) -> None:
-        self._search = GraphSearch(
-            kb_prefix, reader, embedder, top_k, settings or GraphSearchSettings(), self.agent_type
-        )
+        super().__init__(kb_prefix)
+        self._search = GraphSearch(kb_prefix, reader, embedder, top_k, settings, self.agent_type)
 
-    @property
-    def agent_type(self) -> str:
-        return AgentType.GRAPH.value
 
-    @property
-    def kb_prefix(self) -> str:
-        return self._search.kb
+class GraphAgent(GraphSearchAgent):
+    """Retrieve-only graph search over one KB (SPEC §9); keeps no per-request state."""
 
-    async def retrieve_with_trace(self, query: str, thread_id: str) -> AgentTrace:
-        started = time.perf_counter()
-        if not query.strip():
-            return build_trace([])
-        broad = is_broad_question(query)
-        probe = await self._search.probe(query, with_communities=broad)
-        results = await self._search.global_search(probe, broad)
+    AGENT = AgentType.GRAPH
+
+    async def _retrieve(self, query: str) -> Retrieved:
+        probe, results = await self._search.probe_then_global(query)
         mode = "global" if results else "local"
         if not results:
             results = await self._search.local_results(query, probe)
-        log_retrieval(
-            logger,
-            self.agent_type,
-            self._search.kb,
-            thread_id,
-            started,
-            len(results),
-            mode=mode,
-            seeds=len(probe.seeds),
-        )
-        return build_trace(results)
+        return Retrieved(results, {"mode": mode, "seeds": len(probe.seeds)})

@@ -10,17 +10,15 @@ by RRF, and so are the communities the themes found and those the linked entitie
 
 from __future__ import annotations
 
-import logging
-import time
 from dataclasses import dataclass
 
 from backend.domain.agent_types import AgentType
 from backend.domain.graph import CommunityRecord
 from backend.domain.retrieval import RetrievalResult
 from backend.graphrag_agent.agents.chunk_search import ChunkCandidate, ChunkRankings
-from backend.graphrag_agent.agents.common import build_trace, concurrently, log_retrieval, nothing
+from backend.graphrag_agent.agents.common import Retrieved, concurrently, nothing
 from backend.graphrag_agent.agents.graph_agent import (
-    GraphSearch,
+    GraphSearchAgent,
     is_broad_question,
     overview_ranking,
     similar_communities,
@@ -28,17 +26,7 @@ from backend.graphrag_agent.agents.graph_agent import (
 from backend.graphrag_agent.agents.local_search import Expansion, GraphSearchSettings, Seed
 from backend.graphrag_agent.fusion import reciprocal_rank_fusion
 from backend.graphrag_agent.keywords import KeywordExtractor, Keywords, OfflineKeywordExtractor
-from backend.graphrag_agent.ports import (
-    AgentTrace,
-    ChunkHit,
-    CommunityHit,
-    EntityHit,
-    GraphReader,
-    TextEmbedder,
-    Vector,
-)
-
-logger = logging.getLogger(__name__)
+from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, GraphReader, TextEmbedder, Vector
 
 
 @dataclass(frozen=True, slots=True)
@@ -53,8 +41,10 @@ class _Found:
     communities: list[CommunityHit]
 
 
-class HybridAgent:
+class HybridAgent(GraphSearchAgent):
     """Retrieve-only dual-level (entity and theme) search over one KB (SPEC §9); keeps no per-request state."""
+
+    AGENT = AgentType.HYBRID
 
     def __init__(
         self,
@@ -65,39 +55,15 @@ class HybridAgent:
         keywords: KeywordExtractor | None = None,
         settings: GraphSearchSettings | None = None,
     ) -> None:
-        self._search = GraphSearch(
-            kb_prefix, reader, embedder, top_k, settings or GraphSearchSettings(), self.agent_type
-        )
+        super().__init__(kb_prefix, reader, embedder, top_k, settings)
         self._embedder = embedder
         self._keywords = keywords or OfflineKeywordExtractor()
 
-    @property
-    def agent_type(self) -> str:
-        return AgentType.HYBRID.value
-
-    @property
-    def kb_prefix(self) -> str:
-        return self._search.kb
-
-    async def retrieve_with_trace(self, query: str, thread_id: str) -> AgentTrace:
-        started = time.perf_counter()
-        if not query.strip():
-            return build_trace([])
+    async def _retrieve(self, query: str) -> Retrieved:
         keywords = await self._keywords.extract(query)
         found = await self._search_both_levels(query, keywords)
-        results = await self._results(query, found)
-        log_retrieval(
-            logger,
-            self.agent_type,
-            self._search.kb,
-            thread_id,
-            started,
-            len(results),
-            low=keywords.low_level,
-            high=keywords.high_level,
-            seeds=len(found.seeds),
-        )
-        return build_trace(results)
+        details = {"low": keywords.low_level, "high": keywords.high_level, "seeds": len(found.seeds)}
+        return Retrieved(await self._results(query, found), details)
 
     async def _search_both_levels(self, query: str, keywords: Keywords) -> _Found:
         """Every search at once: the question's own, the entities' (low level) and the themes' (high level)."""

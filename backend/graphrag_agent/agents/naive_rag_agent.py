@@ -8,8 +8,6 @@ dates add searches (`focus.py`); the documents that continue the best hit's in t
 
 from __future__ import annotations
 
-import logging
-import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 
@@ -24,14 +22,12 @@ from backend.graphrag_agent.agents.chunk_search import (
     ChunkRankings,
     ChunkSearch,
 )
-from backend.graphrag_agent.agents.common import all_of, build_trace, chunk_result, log_retrieval
+from backend.graphrag_agent.agents.common import Retrieved, RetrieveOnlyAgent, all_of, chunk_result
 from backend.graphrag_agent.agents.continuations import continuations
 from backend.graphrag_agent.dates import DateScope
 from backend.graphrag_agent.focus import QuestionFocus
 from backend.graphrag_agent.fusion import merge_by_score, reciprocal_rank_fusion, spread_over_groups
-from backend.graphrag_agent.ports import AgentTrace, ChunkIndex, TextEmbedder
-
-logger = logging.getLogger(__name__)
+from backend.graphrag_agent.ports import ChunkIndex, TextEmbedder
 
 __all__ = ["DEFAULT_MIN_SIMILARITY", "DEFAULT_MIN_TERM_OVERLAP", "NaiveRagAgent"]
 
@@ -41,8 +37,10 @@ def default_search_depth(top_k: int) -> int:
     return max(3 * top_k, 20)
 
 
-class NaiveRagAgent:
+class NaiveRagAgent(RetrieveOnlyAgent):
     """Retrieve-only chunk search over one KB (SPEC §9)."""
+
+    AGENT = AgentType.NAIVE_RAG
 
     def __init__(
         self,
@@ -56,7 +54,7 @@ class NaiveRagAgent:
     ) -> None:
         if top_k < 1:
             raise ValueError("top_k must be at least 1")
-        self._kb = kb_prefix
+        super().__init__(kb_prefix)
         self._embedder = embedder
         self._top_k = top_k
         depth = candidates if candidates is not None else default_search_depth(top_k)
@@ -64,35 +62,13 @@ class NaiveRagAgent:
         # The anchor's neighbours in time are few among its neighbours in meaning: look as deep as a dated search.
         self._continuation_depth = depth * SCOPED_DEPTH
 
-    @property
-    def agent_type(self) -> str:
-        return AgentType.NAIVE_RAG.value
-
-    @property
-    def kb_prefix(self) -> str:
-        return self._kb
-
-    async def retrieve_with_trace(self, query: str, thread_id: str) -> AgentTrace:
-        started = time.perf_counter()
-        if not query.strip():
-            return build_trace([])
+    async def _retrieve(self, query: str) -> Retrieved:
         # Its clauses and the dates it names narrow further searches (see focus.py).
         focus = QuestionFocus.of(query)
         searches = focus.searches()
         rankings = await all_of(self._search.rankings(s.text, self._embedder, s.scope) for s in searches)
-        results = await self._fuse(focus, rankings)
-        log_retrieval(
-            logger,
-            self.agent_type,
-            self._kb,
-            thread_id,
-            started,
-            len(results),
-            fulltext=len(rankings[0].fulltext),
-            vector=len(rankings[0].vector),
-            searches=len(searches),
-        )
-        return build_trace(results)
+        details = {"fulltext": len(rankings[0].fulltext), "vector": len(rankings[0].vector), "searches": len(searches)}
+        return Retrieved(await self._fuse(focus, rankings), details)
 
     async def _fuse(self, focus: QuestionFocus, rankings: Sequence[ChunkRankings]) -> list[RetrievalResult]:
         """Each search's rankings fused by RRF, the searches combined by `focus`, the best hit's continuations added,

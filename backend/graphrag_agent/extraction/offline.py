@@ -31,7 +31,7 @@ from backend.domain.graph import ChunkRecord, DocumentRecord
 from backend.graphrag_agent import ids
 from backend.graphrag_agent.chinese import jieba_module
 from backend.graphrag_agent.extraction.base import OTHER, Extraction, ExtractionBuilder, trim
-from backend.graphrag_agent.text import split_sentences
+from backend.graphrag_agent.text import rejoin_after, split_sentences
 
 DESCRIPTION_CHARS = 240
 SENTENCE_WEIGHT = 1.0
@@ -407,24 +407,14 @@ def _sentences(text: str, chat: bool) -> list[str]:
     """Sentences of a chunk; in a chat log (`Speaker: message` lines) each message is one unit."""
     if chat:
         return [" ".join(line.split()) for line in text.splitlines() if line.strip()]
-    return _rejoin_abbreviations(split_sentences(_TABLE_ROW.sub(r"\n\1\n", text)))
+    # `split_sentences` ends a sentence at "St." or "S." in "St. Maurice", "Michael S. Hart": undo that.
+    return rejoin_after(split_sentences(_TABLE_ROW.sub(r"\n\1\n", text)), _ENDS_WITH_ABBREVIATION.search)
 
 
 def _is_chat(text: str) -> bool:
     lines = [line for line in text.splitlines() if line.strip()]
     chat_lines = sum(1 for line in lines if _CHAT_LINE.match(line))
     return len(lines) >= 2 and chat_lines * 2 >= len(lines)
-
-
-def _rejoin_abbreviations(sentences: list[str]) -> list[str]:
-    """`split_sentences` ends a sentence at "St." or "S." in "St. Maurice", "Michael S. Hart": undo that."""
-    joined: list[str] = []
-    for sentence in sentences:
-        if joined and _ENDS_WITH_ABBREVIATION.search(joined[-1]):
-            joined[-1] = f"{joined[-1]} {sentence}"
-        else:
-            joined.append(sentence)
-    return joined
 
 
 @dataclass(slots=True)
