@@ -144,3 +144,35 @@ class BudgetExceeded(GraphRagError):
 
     code = "budget_exceeded"
     public_text = "this request needed more model calls or time than one request may use"
+
+
+class ShuttingDown(GraphRagError):
+    """The service ended a turn still running at the end of its shutdown grace period; what it produced is kept."""
+
+    code = "shutting_down"
+    public_text = "the service is shutting down; what was generated so far has been kept"
+
+
+def error_type_for(code: str, public_message: str | None = None) -> type[GraphRagError]:
+    """The class of the errors that carry `code` (the root for a code no class has), for errors that travel as
+    their code and public message (a stream's `error` event). A subclass that only changes the text keeps its
+    parent's code: `public_message` then picks the class whose `public_text` it is."""
+    matching: list[type[GraphRagError]] = []
+    pending: list[type[GraphRagError]] = [GraphRagError]
+    while pending:  # a class comes before its subclasses
+        error_type = pending.pop(0)
+        if error_type.code == code:
+            matching.append(error_type)
+        pending.extend(error_type.__subclasses__())
+    if not matching:
+        return GraphRagError
+    return next((t for t in matching if t.public_text is not None and t.public_text == public_message), matching[0])
+
+
+def error_from(code: str, public_message: str) -> GraphRagError:
+    """The error a stream's `error` event stands for, to raise where the turn is not streamed: the class of
+    `error_type_for`, with the event's text as its message (what a 4xx says; a 5xx says its class's text)."""
+    error_type = error_type_for(code, public_message)
+    error = error_type.__new__(error_type)  # whatever the class's own constructor takes
+    GraphRagError.__init__(error, public_message)
+    return error

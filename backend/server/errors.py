@@ -30,9 +30,11 @@ from backend.domain.errors import (
     ModelError,
     NotFound,
     RetrievalFailed,
+    ShuttingDown,
     StoreUnavailable,
     Unauthenticated,
     UnknownKnowledgeBase,
+    error_type_for,
 )
 from backend.server.deps import request_id_of
 
@@ -50,32 +52,22 @@ STATUS_BY_ERROR: tuple[tuple[type[GraphRagError], int], ...] = (
     (ModelError, 502),
     (RetrievalFailed, 502),
     (StoreUnavailable, 503),
+    (ShuttingDown, 503),
     (BudgetExceeded, 504),  # the answer needed more model calls or time than a request may take
 )
 
 
 def status_for(error: GraphRagError) -> int:
-    for error_type, status in STATUS_BY_ERROR:
-        if isinstance(error, error_type):
-            return status
-    return 500
+    return status_for_type(type(error))
 
 
-# Codes of in-stream errors that no error class raises (the stream handler sends them itself).
-STATUS_BY_STREAM_CODE = {"shutting_down": 503, "internal_error": 500}
+def status_for_type(error_type: type[GraphRagError]) -> int:
+    return next((status for known, status in STATUS_BY_ERROR if issubclass(error_type, known)), 500)
 
 
 def status_for_code(code: str) -> int:
     """The status of the error class with this `code`, for errors that travel as a code (in-stream events)."""
-    if code in STATUS_BY_STREAM_CODE:
-        return STATUS_BY_STREAM_CODE[code]
-    pending: list[type[GraphRagError]] = [GraphRagError]
-    while pending:
-        error_type = pending.pop()
-        if error_type.code == code:
-            return next((status for known, status in STATUS_BY_ERROR if issubclass(error_type, known)), 500)
-        pending.extend(error_type.__subclasses__())
-    return 500
+    return status_for_type(error_type_for(code))
 
 
 def error_body(code: str, message: str, request_id: str | None = None) -> dict[str, dict[str, str]]:

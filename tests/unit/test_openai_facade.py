@@ -9,7 +9,7 @@ import pytest
 
 from backend.application.ports.generation import HistoryTurn
 from backend.domain.conversation import Citation, Role
-from backend.domain.errors import InvalidWorkerName, ModelError, RetrievalFailed
+from backend.domain.errors import InvalidWorkerName, ModelError, RetrievalFailed, ShuttingDown
 from backend.domain.events import (
     CitationsEvent,
     DoneEvent,
@@ -306,7 +306,7 @@ def test_an_error_is_an_openai_error_frame_then_done_without_a_stop_chunk() -> N
         ("unknown_kb", 404),
         ("model_not_found", 404),  # the facade's own errors too
         ("internal_error", 500),
-        ("shutting_down", 503),  # sent by the stream handler at shutdown, raised by no error class
+        ("shutting_down", 503),  # the stream handler ends its streams with it at shutdown
         ("no_such_code", 500),
     ],
 )
@@ -315,7 +315,7 @@ def test_a_code_maps_to_the_status_of_its_error_class(code: str, status: int) ->
 
 
 def test_code_and_class_agree() -> None:
-    for error in (ModelError("x"), RetrievalFailed("x"), InvalidWorkerName("x")):
+    for error in (ModelError("x"), RetrievalFailed("x"), InvalidWorkerName("x"), ShuttingDown("x")):
         assert status_for_code(error.code) == status_for(error)
 
 

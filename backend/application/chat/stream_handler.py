@@ -29,7 +29,7 @@ from backend.application.ports.generation import ChatStreamExecutorPort
 from backend.application.ports.router import RouterPort
 from backend.domain.budget import budget_scope
 from backend.domain.context import RequestContext
-from backend.domain.errors import GraphRagError
+from backend.domain.errors import GraphRagError, ShuttingDown
 from backend.domain.events import (
     CitationsEvent,
     DoneEvent,
@@ -46,8 +46,8 @@ from backend.domain.events import (
 logger = logging.getLogger(__name__)
 
 INTERNAL_ERROR_MESSAGE = "internal error while answering; what was generated so far has been kept"
-SHUTDOWN_MESSAGE = "the service is shutting down; what was generated so far has been kept"
-SHUTDOWN_CODE = "shutting_down"
+SHUTDOWN_MESSAGE = ShuttingDown("the shutdown grace period is over").public_message
+SHUTDOWN_CODE = ShuttingDown.code
 
 
 @dataclass(eq=False, slots=True)
