@@ -11,7 +11,7 @@ from collections.abc import AsyncIterator
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
-from backend.application.answering.generator import AnswerGenerator, GeneralChat
+from backend.application.answering.generator import AnswerGenerator
 from backend.application.chat.answer_saver import AnswerSaver
 from backend.application.chat.budgets import BudgetPolicy
 from backend.application.chat.chat_handler import ChatHandler
@@ -242,7 +242,7 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
         pool = RAGAgentManager(catalog, AGENT_BUILDERS, resources, settings.agent_pool_max)
         limits = RetrievalLimits(settings.rag_agent_timeout_s, settings.rag_context_token_budget, settings.rag_top_k)
         handlers = KnowledgeBaseHandlerFactory.from_knowledge_bases(knowledge.registry.list())
-        rag = RagManager(pool, generator, limits, handlers)
+        rag = RagManager(pool, limits)
         policy = RoutingPolicy(
             auto_route=settings.kb_auto_route,
             allow_override=settings.kb_auto_route_override,
@@ -258,7 +258,7 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
             TurnLimits(settings.max_message_chars, settings.history_max_messages),
         )
         budgets = BudgetPolicy(settings.request_max_model_calls, settings.request_timeout_s)
-        saver = AnswerSaver(turns)  # both handlers' answers; drained before the stores close (LIFO)
+        saver = AnswerSaver(turns)  # every turn's answer; drained before the stores close (LIFO)
         stack.push_async_callback(saver.drain)
         stream = StreamHandler(
             turns,
@@ -270,7 +270,7 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
         )
 
         yield ServiceContainer(
-            chat=ChatHandler(turns, router, GeneralChat(generator), rag, budgets, saver),
+            chat=ChatHandler(stream),
             stream=stream,
             history=HistoryService(store),
             feedback=FeedbackService(store),

@@ -12,6 +12,7 @@ from typing import Any
 import httpx
 import pytest
 
+from backend.domain.errors import BudgetExceeded, ModelError
 from tests.support.live_server import live_server, llm_settings, make_settings
 from tests.support.scripted_llm import Reply, ScriptedLLM
 from tests.support.sse import read_stream
@@ -307,3 +308,77 @@ async def test_debug_requests_add_execution_logs_and_store_them(
     assert [event["content"]["node"] for event in basic.of("execution_log")] == ["timings"]
     plain = await read_stream(client, "/api/v1/chat/stream", {"session_id": session, "message": FOUNDED})
     assert "execution_log" not in plain.statuses
+
+
+async def test_plain_chat_honours_debug_and_returns_what_is_stored(
+    client: httpx.AsyncClient, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.script(Reply(tokens=["Founded", " in 1921."]), Reply(tokens=["ok"]), Reply(tokens=["ok"]))
+    session = new_session()
+    answered = await client.post("/api/v1/chat", json={"session_id": session, "message": FOUNDED, "debug": True})
+    assert answered.status_code == 200, answered.text
+    body = answered.json()
+    assert body["answer"] == "Founded in 1921."
+    debug = body["debug"]
+    logs = debug["execution_log"]
+    assert [log["node"] for log in logs] == ["route", "retrieval:naive_rag_agent", "model_call", "timings"]
+    assert logs[2]["output"]["streamed"] is True  # the turn's one pipeline: the answer was streamed and collected
+    assert logs[3]["output"]["completed"] is True and logs[3]["output"]["model_calls"] == 1
+    assert (debug["debug_level"], debug["generation_mode"], debug["route"]) == ("standard", "llm", body["route"])
+    messages = (await history(client, session)).json()["messages"]
+    assert messages[1]["id"] == body["message_id"] and messages[1]["debug"] == debug
+
+    basic = await client.post("/api/v1/chat", json={"session_id": session, "message": FOUNDED, "debug": "basic"})
+    assert [log["node"] for log in basic.json()["debug"]["execution_log"]] == ["timings"]
+    plain = await client.post("/api/v1/chat", json={"session_id": session, "message": FOUNDED})
+    assert plain.json()["debug"] is None
+
+
+async def test_a_plain_chat_that_fails_answers_with_the_status_and_body_of_its_error(
+    data_dir: Path, scripted_llm: ScriptedLLM
+) -> None:
+    """`/api/v1/chat` collects the turn's stream; a failure the stream reports as an `error` event is answered
+    with the status and body the non-streamed path answered when it raised the error itself."""
+    scripted_llm.script(
+        Reply(tokens=["warm"]),
+        Reply(status=500, error_message="upstream exploded"),  # not retried (llm_settings)
+        Reply(tokens=[f"w{i} " for i in range(20)], delay_s=0.15),  # longer than REQUEST_TIMEOUT_S
+        Reply(status=500, error_message="upstream exploded"),
+    )
+    session = new_session()
+    settings = make_settings(data_dir, **llm_settings(scripted_llm), REQUEST_TIMEOUT_S=1.5)
+    with live_server(settings) as running:
+        async with httpx.AsyncClient(base_url=running.base_url, timeout=20) as http:
+            warm = await http.post("/api/v1/chat", json={"session_id": new_session(), "message": FOUNDED})
+            assert warm.status_code == 200, warm.text  # the first retrieval loads the embedder: not on the clock
+            body = {"session_id": session, "message": FOUNDED}
+            model_down = await http.post("/api/v1/chat", json=body, headers={"X-Request-ID": "plain-chat-0001"})
+            too_long = await http.post("/api/v1/chat", json=body, headers={"X-Request-ID": "plain-chat-0002"})
+            completion = {"model": "orchard/naive_rag_agent", "messages": [{"role": "user", "content": FOUNDED}]}
+            facade = await http.post(
+                "/v1/chat/completions", json=completion, headers={"X-Request-ID": "plain-chat-0003"}
+            )
+            messages = (await history(http, session)).json()["messages"]
+
+    assert model_down.status_code == 502
+    assert model_down.json() == {
+        "error": {"code": "model_error", "message": ModelError.public_text, "request_id": "plain-chat-0001"}
+    }
+    assert too_long.status_code == 504
+    assert too_long.json() == {
+        "error": {"code": "budget_exceeded", "message": BudgetExceeded.public_text, "request_id": "plain-chat-0002"}
+    }
+    assert facade.status_code == 502
+    assert facade.json() == {
+        "error": {
+            "message": ModelError.public_text,
+            "type": "server_error",
+            "param": None,
+            "code": "model_error",
+            "request_id": "plain-chat-0003",
+        }
+    }
+    # Each failed turn is stored once, its answer marked not completed, the error's text with it.
+    assert [(m["role"], m["completed"]) for m in messages] == [("user", True), ("assistant", False)] * 2
+    assert messages[1]["content"] == "" and messages[1]["debug"]["error"] == ModelError.public_text
+    assert messages[3]["content"].startswith("w0 ") and messages[3]["debug"]["error"] == BudgetExceeded.public_text

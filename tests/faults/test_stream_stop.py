@@ -13,7 +13,9 @@ from backend.application.chat.inputs import ChatInput
 from backend.application.chat.stream_handler import SHUTDOWN_CODE, SHUTDOWN_MESSAGE
 from backend.domain.context import RequestContext
 from backend.domain.conversation import StoredMessage
+from backend.domain.errors import ShuttingDown
 from backend.domain.events import DoneEvent, ErrorEvent, StreamEvent, TokenEvent
+from backend.server.errors import status_for
 from tests.faults.helpers import poll
 from tests.support.fakes import FakeAgent, FakeChatModel, evidence
 from tests.support.wiring import Wired, wire
@@ -127,3 +129,28 @@ async def test_streams_opened_after_the_stop_end_at_once_without_calling_the_mod
     assert [event.kind.value for event in seen] == ["start", "error", "done"]
     assert model.prompts == []
     await _assert_ended_by_shutdown(wired, seen)
+
+
+async def test_a_turn_that_is_not_streamed_is_stopped_too_and_raises_a_shutting_down_error() -> None:
+    # `/api/v1/chat` and the OpenAI facade without `stream` collect the same stream: they answer 503 at the end of
+    # the grace period, with the partial answer stored, rather than being cut off by the server's last timeout.
+    wired, model = _wired(delay_s=0.05)
+    task = asyncio.create_task(
+        wired.chat.handle(
+            RequestContext("req-s1", "alice", "s1"),
+            ChatInput(session_id="s1", message="When was the orchard founded?", kb_prefix="orchard"),
+        )
+    )
+    await _until(lambda: wired.stream.active_streams == 1 and len(model.prompts) == 1)
+
+    assert wired.stream.stop_streams() == 1
+    with pytest.raises(ShuttingDown) as raised:
+        async with asyncio.timeout(1):
+            await task
+
+    assert (raised.value.public_message, raised.value.code) == (SHUTDOWN_MESSAGE, SHUTDOWN_CODE)
+    assert status_for(raised.value) == 503
+    messages = await _stored(wired)
+    assert len(messages) == 2 and messages[1].completed is False
+    assert messages[1].debug is not None and messages[1].debug["error"] == SHUTDOWN_MESSAGE
+    assert wired.stream.active_streams == 0 and wired.stream.pending_saves == 0

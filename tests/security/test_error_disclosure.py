@@ -236,6 +236,38 @@ async def test_the_error_event_of_a_failing_stream_carries_the_class_text_in_eve
     assert any("req-1" in line and error_type.code in line for line in lines), lines
 
 
+# -- a turn that is not streamed -----------------------------------------------------------------------------------
+
+
+class FailingModel(FakeChatModel):
+    """Fails with the given error before its first delta."""
+
+    def __init__(self, error: Exception) -> None:
+        super().__init__()
+        self.error = error
+
+    async def stream(self, messages: Sequence[ChatTurn]) -> AsyncIterator[ModelDelta]:
+        raise self.error
+        yield  # an async generator, as the model port's stream is
+
+
+@pytest.mark.parametrize("path", ["/api/v1/fail", "/v1/fail"])
+@pytest.mark.parametrize("error_type", [*SERVER_SIDE, *CLIENT_SIDE, None], ids=lambda t: getattr(t, "__name__", "bug"))
+async def test_a_turn_that_is_not_streamed_answers_its_failure_as_the_error_itself_would(
+    path: str, error_type: type[GraphRagError] | None
+) -> None:
+    """`/api/v1/chat` and the facade without `stream` collect the turn's stream and raise the error its `error` event
+    stands for: the client gets the status and body it got when the handler raised the error itself."""
+    failure = RuntimeError(POSTGRES_CAUSE) if error_type is None else with_message(error_type, "bad " + MODEL_CAUSE)
+    wired = wire(FakeAgent(results=[evidence("c1", "Founded in 1952.")]), FailingModel(failure))
+    chat_input = ChatInput(session_id="s1", message="When was the orchard founded?", kb_prefix="orchard")
+    with pytest.raises(GraphRagError) as raised:
+        await wired.chat.handle(RequestContext("req-1", "alice", "s1"), chat_input)
+    given = {"X-Request-ID": "client-chosen-0003"}
+    before, now = await answer_to(failure, path, **given), await answer_to(raised.value, path, **given)
+    assert (now.status_code, now.json()) == (before.status_code, before.json())
+
+
 # -- end to end: a conversation store that cannot be reached ----------------------------------------------------
 
 

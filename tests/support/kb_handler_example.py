@@ -4,10 +4,9 @@ from __future__ import annotations
 
 from collections.abc import AsyncGenerator
 
-from backend.application.ports.generation import GeneratedAnswer, GenerationRequest
+from backend.application.ports.generation import GenerationRequest
 from backend.domain.conversation import Citation
 from backend.domain.events import CitationsEvent, StreamEvent, TokenEvent
-from backend.domain.generation import GenerationMode
 from backend.domain.knowledge_base import KnowledgeBase
 
 PRICES = {"mill tour": "£12"}
@@ -26,9 +25,6 @@ class PriceTableHandler:
         yield CitationsEvent((CITATION,))
         for word in self._answer(request.message).split(" "):
             yield TokenEvent(word + " ")
-
-    async def run(self, request: GenerationRequest) -> GeneratedAnswer:
-        return GeneratedAnswer(self._answer(request.message), GenerationMode.EXTRACTIVE, (CITATION,))
 
 
 def build(kb: KnowledgeBase) -> PriceTableHandler:

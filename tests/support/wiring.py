@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from backend.application.answering.generator import AnswerGenerator, GeneralChat
+from backend.application.answering.generator import AnswerGenerator
 from backend.application.chat.answer_saver import AnswerSaver
 from backend.application.chat.budgets import BudgetPolicy
 from backend.application.chat.chat_handler import ChatHandler
@@ -36,7 +36,7 @@ class Wired:
     store: InMemoryConversationStore
     chat: ChatHandler
     stream: StreamHandler
-    saver: AnswerSaver  # both handlers' answer writes; the service drains it at shutdown
+    saver: AnswerSaver  # every turn's answer write; the service drains it at shutdown
     agent: FakeAgent
 
 
@@ -53,14 +53,9 @@ def wire(
     store = store or InMemoryConversationStore()
     pool = RAGAgentManager(catalog, {agent.agent_type: lambda kb, res: agent}, AgentResources(None, None))  # type: ignore[arg-type]
     generator = AnswerGenerator(model, ExtractiveAnswerer())
-    rag = RagManager(pool, generator, RetrievalLimits(agent_timeout_s=agent_timeout_s))
+    rag = RagManager(pool, RetrievalLimits(agent_timeout_s=agent_timeout_s))
     router = RouterGraph(catalog, RoutingPolicy())
     turns = TurnService(store, catalog, pool.available_agent_types, TurnLimits(max_message_chars=2000))
-    saver = AnswerSaver(turns)  # shared, as the composition root shares it
-    return Wired(
-        store=store,
-        chat=ChatHandler(turns, router, GeneralChat(generator), rag, budgets, saver),
-        stream=StreamHandler(turns, router, ChatStreamExecutor(rag, generator), pipeline, budgets, saver),
-        saver=saver,
-        agent=agent,
-    )
+    saver = AnswerSaver(turns)
+    stream = StreamHandler(turns, router, ChatStreamExecutor(rag, generator), pipeline, budgets, saver)
+    return Wired(store=store, chat=ChatHandler(stream), stream=stream, saver=saver, agent=agent)

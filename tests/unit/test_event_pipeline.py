@@ -248,15 +248,15 @@ async def test_the_plain_chat_use_case_has_the_same_budgets() -> None:
     model = AccountedChatModel(FakeChatModel(deltas=("never",)))
     wired = wire(FakeAgent(results=FACTS), model, budgets=BudgetPolicy(max_model_calls=0))
     context = RequestContext("req-1", "alice", "s1")
-    with pytest.raises(BudgetExceeded, match="model calls"):
+    with pytest.raises(BudgetExceeded) as raised:
+        await wired.chat.handle(context, ChatInput(session_id="s1", message="When?", kb_prefix="orchard"))
+    assert raised.value.public_message == BudgetExceeded.public_text  # what the stream's `error` said, and a 504
+    stored = await stored_answer(wired)
+    assert stored.completed is False and stored.content == ""
+
+    model = AccountedChatModel(FakeChatModel(deltas=("one", " two", " three", " four"), delay_s=0.05))
+    wired = wire(FakeAgent(results=FACTS), model, budgets=BudgetPolicy(timeout_s=0.08))
+    with pytest.raises(BudgetExceeded):
         await wired.chat.handle(context, ChatInput(session_id="s1", message="When?", kb_prefix="orchard"))
     stored = await stored_answer(wired)
-    assert stored.completed is False
-
-    slow_agent = FakeAgent(results=FACTS, delay_s=1.0)
-    wired = wire(
-        slow_agent, AccountedChatModel(FakeChatModel()), budgets=BudgetPolicy(timeout_s=0.1), agent_timeout_s=5
-    )
-    with pytest.raises(BudgetExceeded, match="longer than"):
-        await wired.chat.handle(context, ChatInput(session_id="s1", message="When?", kb_prefix="orchard"))
-    assert slow_agent.cancelled == 1 and (await stored_answer(wired)).completed is False
+    assert stored.completed is False and stored.content.startswith("one") and stored.content != "one two three four"

@@ -4,7 +4,6 @@ import asyncio
 
 import pytest
 
-from backend.application.answering.generator import AnswerGenerator
 from backend.application.ports.generation import GenerationRequest
 from backend.application.rag.rag_manager import RagManager, RetrievalLimits
 from backend.domain.context import RequestContext
@@ -16,12 +15,11 @@ from backend.domain.errors import (
     UnknownKnowledgeBase,
 )
 from backend.domain.knowledge_base import KnowledgeBase
-from backend.domain.retrieval import RagRunSpec
+from backend.domain.retrieval import AgentRun, RagRunSpec, RetrievalResult
 from backend.domain.worker_name import ParsedWorkerName
 from backend.infrastructure.agents.rag_factory.builders import AgentResources
 from backend.infrastructure.agents.rag_factory.manager import RAGAgentManager
 from backend.infrastructure.knowledge_bases.catalog import static_catalog
-from backend.infrastructure.llm.extractive import ExtractiveAnswerer
 from tests.support.fakes import FakeAgent, evidence
 
 CATALOG = static_catalog([KnowledgeBase("kb1", default_agent="naive_rag_agent"), KnowledgeBase("kb2")])
@@ -30,7 +28,7 @@ CATALOG = static_catalog([KnowledgeBase("kb1", default_agent="naive_rag_agent"),
 def make_manager(agents: dict[str, FakeAgent], timeout_s: float = 1.0, max_agents: int = 64) -> RagManager:
     builders = {agent_type: (lambda kb, res, a=agent: a) for agent_type, agent in agents.items()}
     pool = RAGAgentManager(CATALOG, builders, AgentResources(None, None), max_agents)  # type: ignore[arg-type]
-    return RagManager(pool, AnswerGenerator(None, ExtractiveAnswerer()), RetrievalLimits(agent_timeout_s=timeout_s))
+    return RagManager(pool, RetrievalLimits(agent_timeout_s=timeout_s))
 
 
 def request(*specs: RagRunSpec, kb: str = "kb1") -> GenerationRequest:
@@ -41,12 +39,18 @@ def spec(agent_type: str, kb: str = "kb1") -> RagRunSpec:
     return RagRunSpec(agent_type, f"{kb}:{agent_type}:retrieve_only")
 
 
+async def retrieve_plan(manager: RagManager, plan: GenerationRequest) -> tuple[list[AgentRun], list[RetrievalResult]]:
+    """Every run of the plan and their aggregated evidence, as the stream executor takes them."""
+    runs = [run async for run in manager.iter_runs(plan)]
+    return runs, manager.aggregate(runs)
+
+
 async def test_agents_run_concurrently_and_results_are_merged() -> None:
     naive = FakeAgent("naive_rag_agent", [evidence("a", "alpha", 0.5), evidence("b", "beta", 0.9)], delay_s=0.2)
     graph = FakeAgent("graph_agent", [evidence("a", "alpha", 0.8)], delay_s=0.2)
     manager = make_manager({"naive_rag_agent": naive, "graph_agent": graph})
     started = asyncio.get_running_loop().time()
-    runs, merged = await manager.retrieve_plan(request(spec("naive_rag_agent"), spec("graph_agent")))
+    runs, merged = await retrieve_plan(manager, request(spec("naive_rag_agent"), spec("graph_agent")))
     elapsed = asyncio.get_running_loop().time() - started
     assert elapsed < 0.35  # two 0.2 s agents in parallel, not 0.4 s in series
     assert {run.agent_type for run in runs} == {"naive_rag_agent", "graph_agent"}
@@ -59,7 +63,7 @@ async def test_a_slow_agent_times_out_without_failing_the_others() -> None:
     slow = FakeAgent("graph_agent", [evidence("s", "slow")], delay_s=5)
     fast = FakeAgent("naive_rag_agent", [evidence("f", "fast")])
     manager = make_manager({"graph_agent": slow, "naive_rag_agent": fast}, timeout_s=0.1)
-    runs, merged = await manager.retrieve_plan(request(spec("graph_agent"), spec("naive_rag_agent")))
+    runs, merged = await retrieve_plan(manager, request(spec("graph_agent"), spec("naive_rag_agent")))
     by_type = {run.agent_type: run for run in runs}
     assert by_type["graph_agent"].error == "graph_agent timed out after 0.1s"
     assert by_type["naive_rag_agent"].ok
@@ -71,7 +75,7 @@ async def test_every_agent_failing_is_a_retrieval_error() -> None:
     broken = FakeAgent("naive_rag_agent", fail=RuntimeError("index corrupt"))
     manager = make_manager({"naive_rag_agent": broken})
     with pytest.raises(RetrievalFailed, match="naive_rag_agent failed") as raised:
-        await manager.retrieve_plan(request(spec("naive_rag_agent")))
+        await retrieve_plan(manager, request(spec("naive_rag_agent")))
     # A run's error reaches clients (progress events): the crash's class and text stay in the log.
     assert "RuntimeError" not in raised.value.message and "index corrupt" not in raised.value.message
 
@@ -79,7 +83,7 @@ async def test_every_agent_failing_is_a_retrieval_error() -> None:
 async def test_cancelling_the_request_cancels_running_agents() -> None:
     slow = FakeAgent("naive_rag_agent", delay_s=10)
     manager = make_manager({"naive_rag_agent": slow})
-    task = asyncio.create_task(manager.retrieve_plan(request(spec("naive_rag_agent"))))
+    task = asyncio.create_task(retrieve_plan(manager, request(spec("naive_rag_agent"))))
     await asyncio.sleep(0.05)
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
@@ -119,7 +123,7 @@ async def test_plans_are_validated_before_anything_runs(worker_name: str, error:
 async def test_worker_name_is_authoritative_over_agent_type_and_default_maps_to_the_default_kb() -> None:
     catalog = static_catalog([KnowledgeBase("main", is_default=True)])
     pool = RAGAgentManager(catalog, {"naive_rag_agent": lambda kb, res: FakeAgent()}, AgentResources(None, None))  # type: ignore[arg-type]
-    manager = RagManager(pool, AnswerGenerator(None, ExtractiveAnswerer()), RetrievalLimits())
+    manager = RagManager(pool, RetrievalLimits())
     (resolved,) = await manager.resolve_plan([RagRunSpec("graph_agent", "default:naive_rag_agent:retrieve_only")], "")
     assert resolved == ParsedWorkerName("main", "naive_rag_agent", "retrieve_only")
 

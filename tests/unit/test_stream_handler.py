@@ -5,14 +5,23 @@ from contextlib import aclosing
 
 import pytest
 
+from backend.application.chat.debug_middleware import DebugMiddleware
 from backend.application.chat.inputs import ChatInput
+from backend.application.chat.pipeline import EventPipeline
+from backend.application.chat.stream_handler import INTERNAL_ERROR_MESSAGE
+from backend.application.ports.chat_model import ModelDelta
 from backend.domain.context import RequestContext
 from backend.domain.conversation import Role
+from backend.domain.debug import DebugLevel
 from backend.domain.errors import (
     AgentUnavailable,
+    AnswerNotSaved,
+    ConversationStoreUnavailable,
+    GraphRagError,
     InvalidRequest,
     InvalidWorkerName,
     ModelError,
+    QuestionCleared,
     UnknownAgentType,
     UnknownKnowledgeBase,
 )
@@ -24,7 +33,10 @@ from backend.domain.events import (
     StreamEvent,
     TokenEvent,
 )
+from backend.domain.generation import GenerationMode
+from backend.infrastructure.llm.accounted_model import AccountedChatModel
 from backend.infrastructure.persistence.memory.conversation_store import InMemoryConversationStore
+from backend.server.errors import status_for
 from tests.support.fakes import FakeAgent, FakeChatModel, evidence
 from tests.support.wiring import Wired, wire
 
@@ -236,42 +248,65 @@ async def test_extractive_mode_without_a_model_streams_a_cited_extractive_answer
 
 
 async def test_non_streaming_chat_returns_answer_citations_and_route() -> None:
-    wired = wire(FakeAgent(results=ORCHARD_FACTS), FakeChatModel(deltas=("Founded in 1952 [1].",)))
+    wired = wire(FakeAgent(results=ORCHARD_FACTS), FakeChatModel(deltas=("Founded in", " 1952 [1].")))
     result = await wired.chat.handle(context(), question())
     assert result.answer == "Founded in 1952 [1]."
     assert [c.id for c in result.citations] == ["chunk:1"]
     assert result.route.worker_name == "orchard:naive_rag_agent:retrieve_only"
+    assert result.generation_mode is GenerationMode.LLM and result.debug is None  # no debug asked for
     messages = await stored(wired)
     assert [m.id for m in messages] == [result.user_message_id, result.message_id]
+    assert (messages[1].content, messages[1].citations, messages[1].completed) == (
+        result.answer,
+        result.citations,
+        True,
+    )
+
+
+async def test_non_streaming_chat_with_debug_returns_the_stored_debug_with_its_execution_log() -> None:
+    wired = wire(
+        FakeAgent(results=ORCHARD_FACTS),
+        AccountedChatModel(FakeChatModel(deltas=("Founded", " in 1952."))),
+        pipeline=EventPipeline([DebugMiddleware()]),
+    )
+    ctx = RequestContext("req-1", "alice", "s1", debug_level=DebugLevel.STANDARD)
+    result = await wired.chat.handle(ctx, question())
+    assert result.debug is not None
+    assert result.debug == (await stored(wired))[1].debug  # the same record as the stored answer's
+    assert result.debug["debug_level"] == "standard" and result.debug["generation_mode"] == "llm"
+    nodes = [entry["node"] for entry in result.debug["execution_log"]]
+    assert nodes == ["route", "retrieval:naive_rag_agent", "model_call", "timings"]
+    assert result.debug["execution_log"][-1]["output"]["completed"] is True
 
 
 async def test_non_streaming_model_failure_stores_a_partial_reply_and_raises() -> None:
-    from backend.domain.errors import ModelError
-
-    wired = wire(FakeAgent(results=ORCHARD_FACTS), FakeChatModel(fail_after=0))
-    with pytest.raises(ModelError):
+    wired = wire(FakeAgent(results=ORCHARD_FACTS), FakeChatModel(deltas=("a", "b", "c"), fail_after=2))
+    with pytest.raises(ModelError) as raised:
         await wired.chat.handle(context(), question())
+    assert raised.value.public_message == ModelError.public_text
     messages = await stored(wired)
     assert [(m.role, m.completed) for m in messages] == [(Role.USER, True), (Role.ASSISTANT, False)]
+    assert messages[1].content == "ab"  # stored once, by the stream it collected
+    assert messages[1].debug is not None and messages[1].debug["error"] == ModelError.public_text
 
 
 class _StalledModel(FakeChatModel):
-    """Answers only when released; tells when it has been asked."""
+    """Streams its answer only when released; tells when it has been asked."""
 
     def __init__(self) -> None:
         super().__init__()
         self.asked = asyncio.Event()
         self.release = asyncio.Event()
 
-    async def complete(self, messages):  # type: ignore[no-untyped-def]
+    async def stream(self, messages):  # type: ignore[no-untyped-def]
         self.prompts.append(list(messages))
         self.asked.set()
         await self.release.wait()
-        return "too late"
+        yield ModelDelta(content="too late")
 
 
 async def test_non_streaming_chat_cancelled_while_the_model_answers_still_stores_its_reply() -> None:
-    # What the server does to a request still running when its shutdown grace period is over.
+    # What the server does to a request still running when uvicorn's own shutdown timeout is over.
     model = _StalledModel()
     wired = wire(FakeAgent(results=ORCHARD_FACTS), model)
     task = asyncio.create_task(wired.chat.handle(context(), question()))
@@ -282,7 +317,7 @@ async def test_non_streaming_chat_cancelled_while_the_model_answers_still_stores
     messages = await stored(wired)
     assert [(m.role, m.completed) for m in messages] == [(Role.USER, True), (Role.ASSISTANT, False)]
     assert messages[1].content == ""
-    assert messages[1].debug["error"] == "the request ended before the answer was complete"  # type: ignore[index]
+    assert messages[1].debug["error"] == "client disconnected before the answer was complete"  # type: ignore[index]
     assert messages[1].debug["route"]["worker_name"] == "orchard:naive_rag_agent:retrieve_only"  # type: ignore[index]
     assert not [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
 
@@ -309,20 +344,63 @@ async def test_non_streaming_chat_cancelled_twice_keeps_saving_and_drain_waits_f
     task.cancel()
     with pytest.raises(asyncio.CancelledError):
         await task
-    assert wired.stream.pending_saves == 1  # one saver for both handlers: what the service drains at shutdown
+    assert wired.stream.pending_saves == 1  # the stream's saver: what the service drains at shutdown
     store.go_on.set()
     await wired.saver.drain()
     assert [(m.role, m.completed) for m in await stored(wired)] == [(Role.USER, True), (Role.ASSISTANT, False)]
 
 
-async def test_non_streaming_chat_bug_stores_an_interrupted_reply_and_raises_it() -> None:
+async def test_non_streaming_chat_bug_stores_an_interrupted_reply_and_raises_an_internal_error() -> None:
     class BrokenModel(FakeChatModel):
-        async def complete(self, messages):  # type: ignore[no-untyped-def]
+        async def stream(self, messages):  # type: ignore[no-untyped-def]
             raise KeyError("a bug, not a model error")
+            yield  # an async generator
 
     wired = wire(FakeAgent(results=ORCHARD_FACTS), BrokenModel())
-    with pytest.raises(KeyError):
+    with pytest.raises(GraphRagError) as raised:
         await wired.chat.handle(context(), question())
+    # What the server answers to any unexpected error: 500, internal_error, "internal server error".
+    assert type(raised.value) is GraphRagError and raised.value.code == "internal_error"
+    assert (status_for(raised.value), raised.value.public_message) == (500, "internal server error")
     messages = await stored(wired)
     assert [(m.role, m.completed) for m in messages] == [(Role.USER, True), (Role.ASSISTANT, False)]
-    assert messages[1].debug["error"] == "internal error while answering"  # type: ignore[index]
+    assert messages[1].debug["error"] == INTERNAL_ERROR_MESSAGE  # type: ignore[index]
+
+
+class _ClearingStore(InMemoryConversationStore):
+    """Takes no answer: its question was cleared while it was being written."""
+
+    async def append_message(self, conversation_id, message):  # type: ignore[no-untyped-def]
+        if message.role is Role.ASSISTANT:
+            raise QuestionCleared()
+        return await super().append_message(conversation_id, message)
+
+
+class _RefusingStore(InMemoryConversationStore):
+    """Goes down after the question was stored."""
+
+    async def append_message(self, conversation_id, message):  # type: ignore[no-untyped-def]
+        if message.role is Role.ASSISTANT:
+            raise ConversationStoreUnavailable("Postgres at db:5432 is unavailable")
+        return await super().append_message(conversation_id, message)
+
+
+@pytest.mark.parametrize(
+    ("store", "error"),
+    [(_ClearingStore, QuestionCleared), (_RefusingStore, AnswerNotSaved)],
+    ids=["cleared", "store-down"],
+)
+async def test_non_streaming_chat_whose_answer_is_not_kept_raises_what_the_stream_said(
+    store: type[InMemoryConversationStore], error: type[GraphRagError]
+) -> None:
+    wired = wire(FakeAgent(results=ORCHARD_FACTS), FakeChatModel(deltas=("kept?",)), store=store())
+    turn = await wired.stream.prepare(context(), question())
+    events = [event async for event in wired.stream.events(turn)]
+    said = next(e for e in events if isinstance(e, ErrorEvent))
+    assert isinstance(events[-1], DoneEvent) and events[-1].message_id is None
+    with pytest.raises(error) as raised:
+        await wired.chat.handle(context("req-2"), question())
+    # The status and the body of the error the handler raised before it collected the stream: 409 / 503.
+    assert type(raised.value) is error
+    assert (raised.value.code, raised.value.public_message) == (said.code, said.message)
+    assert status_for(raised.value) == status_for(error("x"))

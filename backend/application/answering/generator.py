@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, Sequence
 
 from backend.application.answering.prompts import general_messages, rag_messages
 from backend.application.ports.chat_model import ChatModel, ChatTurn, ModelDelta, OfflineAnswerer
-from backend.application.ports.generation import GeneratedAnswer, GenerationRequest
+from backend.application.ports.generation import GenerationRequest
 from backend.domain.generation import GenerationMode
 from backend.domain.retrieval import RetrievalResult
 
@@ -46,19 +46,3 @@ class AnswerGenerator:
     ) -> AsyncGenerator[ModelDelta, None]:
         for piece in self._offline.stream_pieces(self._extractive_text(request, evidence)):
             yield ModelDelta(content=piece)
-
-    async def complete(self, request: GenerationRequest, evidence: Sequence[RetrievalResult]) -> str:
-        if self._model is None:
-            return self._extractive_text(request, evidence)
-        return await self._model.complete(self._messages(request, evidence))
-
-
-class GeneralChat:
-    """Implements `ChatCompletionPort`: general chat without retrieval."""
-
-    def __init__(self, generator: AnswerGenerator) -> None:
-        self._generator = generator
-
-    async def generate(self, request: GenerationRequest) -> GeneratedAnswer:
-        text = await self._generator.complete(request, ())
-        return GeneratedAnswer(text, self._generator.mode)

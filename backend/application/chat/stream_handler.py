@@ -1,4 +1,5 @@
-"""StreamHandler: the same turn as ChatHandler, as a stream of events (SPEC §5, §10).
+"""StreamHandler: a chat turn as a stream of events (SPEC §5, §10), the one way a turn is produced (ChatHandler
+collects this stream for the callers that want the whole answer at once).
 
 `start` is first and `done` last, exactly once each. Every event passes the event pipeline (pipeline.py)
 before any protocol sees it. The assistant message is stored exactly once: at the end, or — when the client
@@ -108,10 +109,15 @@ class StreamHandler:
         """Validate and store the user message; raises before any byte of the stream is sent."""
         return await self._turns.prepare(context, chat_input)
 
-    async def events(self, turn: PreparedTurn) -> AsyncGenerator[StreamEvent, None]:
+    async def events(
+        self, turn: PreparedTurn, draft: AssistantDraft | None = None
+    ) -> AsyncGenerator[StreamEvent, None]:
         """The turn's events after the pipeline; the answer is built from what leaves it, so the stored message
-        is what the client was sent."""
-        draft = AssistantDraft(mode=self._executor.mode)
+        is what the client was sent. A caller that wants the answer whole passes `draft`, the answer being built:
+        once the stream has ended, it holds what was stored."""
+        if draft is None:
+            draft = AssistantDraft()
+        draft.mode = self._executor.mode
         run = Run(turn.context, turn.message)
         live = _LiveStream(asyncio.current_task(), stopping=self._stopping)
         self._live.add(live)

@@ -1,7 +1,7 @@
-"""The parts of a chat turn that the plain and the streaming use cases share.
+"""The parts of a chat turn around its stream: validating the input, the user message, the answer's record.
 
-Order matters and is the same for both: validate everything (nothing is written for bad input),
-store the user message, and only then route and generate.
+Order matters: validate everything (nothing is written for bad input), store the user message, and only then
+route and generate.
 """
 
 from __future__ import annotations
@@ -159,7 +159,7 @@ class TurnService:
                 Role.ASSISTANT,
                 draft.content,
                 citations=draft.citations,
-                debug=_debug_record(draft),
+                debug=debug_record(draft),
                 completed=draft.completed,
                 request_id=turn.context.request_id,
                 reply_to=turn.user_message.id,
@@ -202,7 +202,8 @@ def _same_request(stored: StoredMessage, asked: NewMessage) -> bool:
     return stored.content == asked.content and (stored.debug or None) == asked.debug
 
 
-def _debug_record(draft: AssistantDraft) -> dict[str, Any]:
+def debug_record(draft: AssistantDraft) -> dict[str, Any]:
+    """What is stored as the assistant message's `debug`."""
     record: dict[str, Any] = {
         "route": draft.decision.to_dict() if draft.decision else None,
         "generation_mode": draft.mode.value if draft.mode else None,

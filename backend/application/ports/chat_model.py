@@ -33,7 +33,7 @@ class ChatModel(Protocol):
     def model_name(self) -> str: ...
 
     async def complete(self, messages: Sequence[ChatTurn]) -> str:
-        """The whole answer, non-streaming."""
+        """The whole answer, non-streaming (routing, extraction, summaries: a chat turn's answer is streamed)."""
         ...
 
     def stream(self, messages: Sequence[ChatTurn]) -> AsyncGenerator[ModelDelta, None]:

@@ -1,16 +1,16 @@
-"""Answer generation: general chat, RAG (non-streaming) and the streaming executor."""
+"""Answer generation: what a turn asks of it, and the executor that streams the answer (general chat or RAG)."""
 
 from __future__ import annotations
 
 from collections.abc import AsyncGenerator
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Protocol
 
 from backend.domain.context import RequestContext
-from backend.domain.conversation import Citation, Role
+from backend.domain.conversation import Role
 from backend.domain.events import StreamEvent
 from backend.domain.generation import GenerationMode
-from backend.domain.retrieval import AgentRun, RagRunSpec
+from backend.domain.retrieval import RagRunSpec
 
 
 @dataclass(frozen=True, slots=True)
@@ -28,26 +28,6 @@ class GenerationRequest:
     kb_prefix: str = ""
     plan: tuple[RagRunSpec, ...] = ()
     history: tuple[HistoryTurn, ...] = ()
-
-
-@dataclass(frozen=True, slots=True)
-class GeneratedAnswer:
-    text: str
-    mode: GenerationMode
-    citations: tuple[Citation, ...] = ()
-    runs: tuple[AgentRun, ...] = field(default=())
-
-
-class ChatCompletionPort(Protocol):
-    """General chat without retrieval (non-streaming)."""
-
-    async def generate(self, request: GenerationRequest) -> GeneratedAnswer: ...
-
-
-class RAGExecutorPort(Protocol):
-    """Retrieve with the plan's agents, then generate the whole answer (non-streaming)."""
-
-    async def run(self, request: GenerationRequest) -> GeneratedAnswer: ...
 
 
 class ChatStreamExecutorPort(Protocol):

@@ -3,7 +3,8 @@
 For structured sources (a product catalogue, a SQL database) a handler that queries the source
 directly answers better than chunk retrieval. A handler is named in the KB registry as
 `handler = "package.module:factory"`; the factory receives the `KnowledgeBase` and returns an
-object with the two methods below. KBs without a handler use the generic path.
+object with the method below (its stream also answers the callers that want the answer whole). KBs
+without a handler use the generic path.
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import importlib
 from collections.abc import AsyncGenerator, Callable, Iterable, Mapping
 from typing import Protocol, cast
 
-from backend.application.ports.generation import GeneratedAnswer, GenerationRequest
+from backend.application.ports.generation import GenerationRequest
 from backend.domain.errors import InvalidRequest
 from backend.domain.events import StreamEvent
 from backend.domain.knowledge_base import KnowledgeBase
@@ -22,8 +23,6 @@ class KnowledgeBaseHandler(Protocol):
     def stream(self, request: GenerationRequest) -> AsyncGenerator[StreamEvent, None]:
         """Progress, citations (before the first token) and tokens; never `start` or `done`."""
         ...
-
-    async def run(self, request: GenerationRequest) -> GeneratedAnswer: ...
 
 
 HandlerFactory = Callable[[KnowledgeBase], KnowledgeBaseHandler]

@@ -1,4 +1,4 @@
-"""RagManager: resolve a plan to pooled agents, run them concurrently, aggregate, generate."""
+"""RagManager: resolve a plan to pooled agents, run them concurrently, aggregate their evidence."""
 
 from __future__ import annotations
 
@@ -8,12 +8,10 @@ import time
 from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 
-from backend.application.answering.generator import AnswerGenerator
 from backend.application.ports.agents import AgentPool
-from backend.application.ports.generation import GeneratedAnswer, GenerationRequest
+from backend.application.ports.generation import GenerationRequest
 from backend.application.ports.retrieval import RetrievalOutcome
-from backend.application.rag.aggregation import aggregate, to_citations
-from backend.application.rag.kb_handlers import KnowledgeBaseHandlerFactory
+from backend.application.rag.aggregation import aggregate
 from backend.domain.errors import GraphRagError, InvalidWorkerName, RetrievalFailed
 from backend.domain.retrieval import AgentRun, RagRunSpec, RetrievalResult
 from backend.domain.worker_name import ParsedWorkerName, parse_worker_name
@@ -29,19 +27,11 @@ class RetrievalLimits:
 
 
 class RagManager:
-    """Implements `RAGExecutorPort` (non-streaming); the stream executor reuses its retrieval."""
+    """Retrieval for a turn (the stream executor generates from the evidence) and for a KB's retrieve endpoint."""
 
-    def __init__(
-        self,
-        pool: AgentPool,
-        generator: AnswerGenerator,
-        limits: RetrievalLimits,
-        handlers: KnowledgeBaseHandlerFactory | None = None,
-    ) -> None:
+    def __init__(self, pool: AgentPool, limits: RetrievalLimits) -> None:
         self._pool = pool
-        self._generator = generator
         self._limits = limits
-        self._handlers = handlers or KnowledgeBaseHandlerFactory()
 
     async def resolve_plan(self, plan: Sequence[RagRunSpec], kb_prefix: str) -> list[ParsedWorkerName]:
         """Validate every spec up front (unknown KB or agent → a 4xx-type error, nothing runs)."""
@@ -107,10 +97,6 @@ class RagManager:
             raise RetrievalFailed("retrieval failed: " + "; ".join(run.error or "" for run in runs))
         return aggregate(runs, self._limits.context_token_budget, self._limits.max_evidence)
 
-    async def retrieve_plan(self, request: GenerationRequest) -> tuple[list[AgentRun], list[RetrievalResult]]:
-        runs = [run async for run in self.iter_runs(request)]
-        return runs, self.aggregate(runs)
-
     async def retrieve(self, kb_prefix: str, agent_type: str, query: str, thread_id: str) -> RetrievalOutcome:
         """One agent's evidence, without generation (implements the `Retriever` port)."""
         worker = await self._pool.resolve(ParsedWorkerName(kb_prefix, agent_type))
@@ -118,14 +104,6 @@ class RagManager:
         if run.error is not None:
             raise RetrievalFailed(run.error)
         return RetrievalOutcome(run.agent_type, run.worker_name, run.results, run.reference, run.duration_ms)
-
-    async def run(self, request: GenerationRequest) -> GeneratedAnswer:
-        handler = self._handlers.get(request.kb_prefix)
-        if handler is not None:
-            return await handler.run(request)
-        runs, evidence = await self.retrieve_plan(request)
-        text = await self._generator.complete(request, evidence)
-        return GeneratedAnswer(text, self._generator.mode, to_citations(evidence), tuple(runs))
 
 
 def _elapsed_ms(started: float) -> float:

@@ -47,6 +47,9 @@ class ChatResponse(BaseModel):
     request_id: str
     message_id: str
     user_message_id: str
+    # With `debug` in the request: the stored answer's `debug` (route, generation_mode, debug_level and the
+    # execution_log, as GET .../messages shows it); null without.
+    debug: dict[str, Any] | None = None
 
     @classmethod
     def of(cls, result: ChatResult, session_id: str, request_id: str) -> ChatResponse:
@@ -59,6 +62,7 @@ class ChatResponse(BaseModel):
             request_id=request_id,
             message_id=result.message_id,
             user_message_id=result.user_message_id,
+            debug=result.debug,
         )
 
 
