@@ -9,6 +9,7 @@ from typing import Any
 import httpx
 import pytest
 
+from tests.e2e.conftest import stored_messages
 from tests.support.live_server import live_server, make_settings
 from tests.support.scripted_llm import Reply, ScriptedLLM
 
@@ -100,21 +101,11 @@ async def _chat(base_url: str, session: str, message: str) -> dict[str, Any]:
 
 async def _messages(base_url: str, session: str) -> list[dict[str, Any]]:
     async with httpx.AsyncClient(base_url=base_url) as http:
-        response = await http.get(f"/api/v1/conversations/{session}/messages")
-        assert response.status_code == 200, response.text
-        return list(response.json()["messages"])
+        return await stored_messages(http, session)
 
 
-@pytest.fixture(params=["sqlite", "postgres"])
-def durable_store(request: pytest.FixtureRequest) -> dict[str, Any]:
-    """Settings for each durable conversation store (Postgres: a fresh schema on the real server)."""
-    if request.param == "postgres":
-        return {"CONVERSATION_STORE": "postgres", "POSTGRES_DSN": request.getfixturevalue("isolated_postgres_dsn")}
-    return {"CONVERSATION_STORE": "sqlite"}
-
-
-async def test_history_survives_a_server_restart(durable_store: dict[str, Any], data_dir: Path) -> None:
-    overrides = durable_store
+async def test_history_survives_a_server_restart(history_store: dict[str, Any], data_dir: Path) -> None:
+    overrides = history_store
     session = "restart-" + uuid.uuid4().hex[:8]
     with live_server(make_settings(data_dir, **overrides)) as first:
         answer = await _chat(first.base_url, session, "When is Blossom Sunday held?")
