@@ -22,15 +22,19 @@ from backend.application.chat.stream_executor import ChatStreamExecutor
 from backend.application.chat.stream_handler import StreamHandler
 from backend.application.chat.turns import TurnLimits, TurnService
 from backend.application.feedback import FeedbackService
+from backend.application.knowledge.communities import CommunityMaintainer, CommunityRefresher, DeferredRefresher
+from backend.application.knowledge.indexing import GraphIndexer
 from backend.application.knowledge.knowledge_service import KnowledgeService
+from backend.application.knowledge.locks import KbLocks
 from backend.application.knowledge.retrieval_service import RetrievalService
 from backend.application.ports.chat_model import ChatModel
 from backend.application.ports.conversation_store import ConversationStore
+from backend.application.ports.graph_store import GraphStore
+from backend.application.ports.ingestion import Extractor
 from backend.application.rag.kb_handlers import KnowledgeBaseHandlerFactory
 from backend.application.rag.rag_manager import RagManager, RetrievalLimits
 from backend.application.services import ServiceContainer
 from backend.graphrag_agent.community_summaries import CommunitySummarizer
-from backend.graphrag_agent.extraction.base import Extractor
 from backend.graphrag_agent.extraction.offline import OfflineExtractor
 from backend.graphrag_agent.ports import TextEmbedder
 from backend.infrastructure.agents.rag_factory.builders import AGENT_BUILDERS, AgentResources
@@ -52,12 +56,10 @@ from backend.infrastructure.extraction.community_reports import (
 from backend.infrastructure.extraction.llm_extractor import LlmExtractor
 from backend.infrastructure.graph_store.embedded import EmbeddedGraphStore
 from backend.infrastructure.graph_store.neo4j import Neo4jGraphStore
-from backend.infrastructure.graph_store.port import GraphStore
 from backend.infrastructure.health import NamedProbe
-from backend.infrastructure.knowledge.communities import CommunityMaintainer, CommunityOptions, DeferredRefresher
-from backend.infrastructure.knowledge.graph_indexer import ChunkingOptions, CommunityRefresher, GraphIndexer
+from backend.infrastructure.knowledge.chunker import TokenChunker
+from backend.infrastructure.knowledge.community_detection import LeidenCommunities
 from backend.infrastructure.knowledge.loaders import FileDocumentLoader
-from backend.infrastructure.knowledge.locks import KbLocks
 from backend.infrastructure.knowledge_bases.catalog import KnowledgeBaseCatalog
 from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
 from backend.infrastructure.llm.accounted_model import AccountedChatModel
@@ -204,9 +206,8 @@ async def _open_knowledge(
     registry = KnowledgeBaseRegistry.from_file(settings.kb_registry_path)
     catalog = KnowledgeBaseCatalog(registry, store)
     locks = KbLocks()
-    maintainer = CommunityMaintainer(
-        store, embedder, _build_summarizer(settings, model), CommunityOptions(settings.community_max_cluster_size)
-    )
+    detector = LeidenCommunities(_build_summarizer(settings, model), settings.community_max_cluster_size)
+    maintainer = CommunityMaintainer(store, embedder, detector)
     refresher: CommunityRefresher = maintainer
     if serving:
         deferred = DeferredRefresher(maintainer, locks, settings.community_refresh_delay_s)
@@ -215,10 +216,10 @@ async def _open_knowledge(
     indexer = GraphIndexer(
         store,
         embedder,
+        TokenChunker(settings.chunk_tokens, settings.chunk_overlap_tokens),
         await _build_extractor(settings, model, stack),
         refresher,
         locks,
-        ChunkingOptions(settings.chunk_tokens, settings.chunk_overlap_tokens),
     )
     service = KnowledgeService(catalog, FileDocumentLoader(), indexer)
     return _Knowledge(store, embedder, catalog, registry, service)

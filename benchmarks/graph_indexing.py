@@ -93,18 +93,17 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+from backend.application.knowledge.communities import CommunityMaintainer
+from backend.application.knowledge.indexing import GraphIndexer
 from backend.application.knowledge.knowledge_service import KnowledgeService
-from backend.application.ports.ingestion import SourceDocument
+from backend.application.ports.graph_store import GraphStore
+from backend.application.ports.ingestion import Extractor, SourceDocument
 from backend.bootstrap import open_knowledge_service
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.communities import detect_communities
-from backend.graphrag_agent.extraction.base import Extractor
 from backend.graphrag_agent.ports import AgentTrace, TextEmbedder
 from backend.infrastructure.agents.rag_factory.builders import AGENT_BUILDERS, AgentResources
 from backend.infrastructure.config.settings import Settings
-from backend.infrastructure.graph_store.port import GraphStore
-from backend.infrastructure.knowledge.communities import CommunityMaintainer
-from backend.infrastructure.knowledge.graph_indexer import GraphIndexer
 from benchmarks.graph_probes import (
     RefreshLog,
     RssSampler,
@@ -228,7 +227,7 @@ class Wiring:
         clock.wrap(self.indexer, "_stage_batch", "batch")
         clock.wrap(self.indexer, "_write_batch", "write")
         clock.wrap(self.indexer, "_prepare", "prepare")
-        clock.wrap(self.indexer, "_chunks", "chunking")
+        clock.wrap(self.indexer._chunker, "chunks", "chunking")
         clock.wrap(self.indexer, "_new_entity_vectors", "entity vectors")
         clock.wrap(self.extractor, "extract", "extraction")
         clock.wrap(self.embedder, "embed", "embed", size=lambda texts: len(texts))

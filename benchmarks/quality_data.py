@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from backend.application.ports.ingestion import SourceDocument
-from backend.graphrag_agent import ids
+from backend.domain import ids
 from backend.infrastructure.knowledge.loaders import FileDocumentLoader
 from tests.support.datasets import datasets_dir
 

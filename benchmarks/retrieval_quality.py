@@ -56,8 +56,8 @@ import bm25s  # type: ignore[import-untyped]
 import jieba  # type: ignore[import-untyped]
 
 from backend.bootstrap import open_knowledge_service
+from backend.domain import ids
 from backend.domain.knowledge_base import KnowledgeBase
-from backend.graphrag_agent import ids
 from backend.graphrag_agent.agents import FusionAgent
 from backend.graphrag_agent.ports import AgentTrace
 from backend.infrastructure.agents.rag_factory.builders import AGENT_BUILDERS, AgentResources

@@ -57,6 +57,16 @@ class RelationMention:
 
 
 @dataclass(frozen=True, slots=True)
+class Extraction:
+    """What an extractor found in one document's chunks."""
+
+    entity_mentions: tuple[EntityMention, ...]
+    relation_mentions: tuple[RelationMention, ...]
+    model_calls: int = 0  # LLM calls actually made (cache misses, retries included)
+    cache_hits: int = 0
+
+
+@dataclass(frozen=True, slots=True)
 class DocumentGraph:
     """Everything one document contributes to the graph; written in one transaction."""
 
@@ -107,3 +117,12 @@ class EntityGraph:
 
     entity_ids: tuple[str, ...]
     edges: tuple[tuple[str, str, float], ...]
+
+
+@dataclass(frozen=True, slots=True)
+class BuiltCommunities:
+    """Every community of every level; `summarized` + `reused` == len(records)."""
+
+    records: list[CommunityRecord]
+    summarized: int
+    reused: int

@@ -29,7 +29,7 @@ from backend.domain.graph import EntityGraph
 
 if TYPE_CHECKING:
     import igraph  # type: ignore[import-untyped]
-from backend.graphrag_agent.ids import community_id
+from backend.domain.ids import community_id
 
 DEFAULT_MAX_CLUSTER_SIZE = 10
 DEFAULT_SEED = 0x5EED

@@ -11,9 +11,8 @@ import asyncio
 import dataclasses
 from collections import defaultdict
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
 
-from backend.domain.graph import CommunityRecord, EntityGraph, EntityRecord, RelationRecord
+from backend.domain.graph import BuiltCommunities, CommunityRecord, EntityGraph, EntityRecord, RelationRecord
 from backend.graphrag_agent.communities import (
     DEFAULT_MAX_CLUSTER_SIZE,
     DEFAULT_SEED,
@@ -23,15 +22,6 @@ from backend.graphrag_agent.communities import (
 from backend.graphrag_agent.community_summaries import CommunitySummarizer
 
 DEFAULT_CONCURRENCY = 4
-
-
-@dataclass(frozen=True, slots=True)
-class BuiltCommunities:
-    """Every community of every level; `summarized` + `reused` == len(records)."""
-
-    records: list[CommunityRecord]
-    summarized: int
-    reused: int
 
 
 async def build_communities(

@@ -1,6 +1,6 @@
 """One contract for every GraphStore adapter (SPEC §8): the embedded SQLite store and Neo4j.
 
-The graphs are small and hand-made (no embedder, no extractor); ids come from `backend.graphrag_agent.ids`
+The graphs are small and hand-made (no embedder, no extractor); ids come from `backend.domain.ids`
 and vectors are one-hot or fixed mixes of 8 axes, so every ranking below has one right answer.
 """
 
@@ -16,6 +16,8 @@ from typing import Any
 import numpy as np
 import pytest
 
+from backend.application.ports.graph_store import DocumentWrite, GraphCounts, GraphStore
+from backend.domain import ids
 from backend.domain.errors import InvalidRequest
 from backend.domain.graph import (
     ChunkRecord,
@@ -29,11 +31,9 @@ from backend.domain.graph import (
     RelationRecord,
 )
 from backend.domain.knowledge_base import KnowledgeBase
-from backend.graphrag_agent import ids
 from backend.graphrag_agent.ports import Vector
 from backend.infrastructure.graph_store.embedded import EmbeddedGraphStore
 from backend.infrastructure.graph_store.merge import merge_entity, merge_relation, relation_key
-from backend.infrastructure.graph_store.port import DocumentWrite, GraphCounts, GraphStore
 from tests.support.neo4j import open_test_store
 
 KB = "orchard"

@@ -13,9 +13,9 @@ from typing import Any
 import httpx
 import pytest
 
+from backend.application.ports.graph_store import GraphStore
 from backend.bootstrap import GRAPH_DB
 from backend.infrastructure.graph_store.embedded import EmbeddedGraphStore
-from backend.infrastructure.graph_store.port import GraphStore
 from tests.support.live_server import SAMPLE_REGISTRY
 from tests.support.neo4j import Neo4jServer, open_test_store
 from tests.support.serve_process import ServeProcess

@@ -14,9 +14,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from backend.domain import ids
 from backend.domain.errors import InvalidRequest, StoreUnavailable
 from backend.domain.graph import CommunityRecord
-from backend.graphrag_agent import ids
 from backend.infrastructure.graph_store.embedded import EmbeddedGraphStore
 from backend.infrastructure.graph_store.embedded.reads import fulltext_match_expression
 from tests.contract.test_graph_store import KB, ChunkSpec, Doc, Mention, axis, bees, build, cider, eid, write

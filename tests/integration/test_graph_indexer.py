@@ -9,15 +9,14 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from backend.application.ports.graph_store import BulkLoad, DocumentWrite, GraphStore
 from backend.application.ports.ingestion import SourceDocument
+from backend.domain import ids
 from backend.domain.errors import StoreUnavailable
-from backend.domain.graph import ChunkRecord, DocumentRecord
+from backend.domain.graph import ChunkRecord, DocumentRecord, Extraction
 from backend.domain.knowledge_base import KnowledgeBase
-from backend.graphrag_agent import ids
-from backend.graphrag_agent.extraction.base import Extraction
 from backend.graphrag_agent.extraction.offline import OfflineExtractor
 from backend.graphrag_agent.text import mostly_cjk
-from backend.infrastructure.graph_store.port import BulkLoad, DocumentWrite, GraphStore
 from tests.support.hash_embedder import HashEmbedder
 from tests.support.indexing import make_indexer
 

@@ -12,11 +12,11 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from backend.application.ports.graph_store import DocumentWrite
 from backend.application.ports.ingestion import SourceDocument
 from backend.domain.errors import StoreUnavailable
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.infrastructure.graph_store.embedded import EmbeddedGraphStore
-from backend.infrastructure.graph_store.port import DocumentWrite
 from tests.support.hash_embedder import HashEmbedder
 from tests.support.indexing import make_indexer
 

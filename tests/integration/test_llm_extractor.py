@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 from backend.application.ports.chat_model import ChatTurn, ModelDelta
+from backend.domain import ids
 from backend.domain.errors import ModelError
-from backend.domain.graph import ChunkRecord, DocumentRecord
-from backend.graphrag_agent import ids
+from backend.domain.graph import ChunkRecord, DocumentRecord, Extraction
 from backend.graphrag_agent.chunking import chunk_text
-from backend.graphrag_agent.extraction import Extraction, parse_tuples
+from backend.graphrag_agent.extraction import parse_tuples
 from backend.infrastructure.extraction import ExtractionCache, ExtractionFailed, LlmExtractor
 from backend.infrastructure.llm import OpenAICompatibleChatModel
 from tests.support.replay import recorded_extractions, replay_file

@@ -10,6 +10,9 @@ from typing import Any
 
 import pytest
 
+from backend.application.knowledge.communities import CommunityMaintainer
+from backend.application.knowledge.indexing import GraphIndexer
+from backend.application.knowledge.locks import KbLocks
 from backend.application.ports.ingestion import SourceDocument
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.extraction.prompts import SYSTEM_PROMPT as EXTRACTION_PROMPT
@@ -17,9 +20,8 @@ from backend.infrastructure.extraction.cache import ExtractionCache
 from backend.infrastructure.extraction.community_reports import LlmCommunitySummarizer
 from backend.infrastructure.extraction.llm_extractor import LlmExtractor
 from backend.infrastructure.graph_store.embedded import EmbeddedGraphStore
-from backend.infrastructure.knowledge.communities import CommunityMaintainer
-from backend.infrastructure.knowledge.graph_indexer import ChunkingOptions, GraphIndexer
-from backend.infrastructure.knowledge.locks import KbLocks
+from backend.infrastructure.knowledge.chunker import TokenChunker
+from backend.infrastructure.knowledge.community_detection import LeidenCommunities
 from backend.infrastructure.llm.openai_compatible import OpenAICompatibleChatModel
 from tests.support.hash_embedder import HashEmbedder
 from tests.support.replay import recorded_extractions, recorded_reports, replay_file
@@ -58,9 +60,9 @@ async def test_model_extraction_and_reports_build_the_graph_once(
     cache = await ExtractionCache.open(tmp_path / "llm_cache.db")
     try:
         embedder = HashEmbedder()
-        communities = CommunityMaintainer(store, embedder, LlmCommunitySummarizer(model))
+        communities = CommunityMaintainer(store, embedder, LeidenCommunities(LlmCommunitySummarizer(model)))
         indexer = GraphIndexer(
-            store, embedder, LlmExtractor(model, cache), communities, KbLocks(), ChunkingOptions(300, 0)
+            store, embedder, TokenChunker(300, 0), LlmExtractor(model, cache), communities, KbLocks()
         )
         document = SourceDocument("A Christmas Carol", carol_excerpt(), source="carol.txt")
         report = await indexer.index(KB, [document])

@@ -14,9 +14,9 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from backend.domain import ids
 from backend.domain.errors import InvalidRequest, StoreUnavailable
 from backend.domain.knowledge_base import KnowledgeBase
-from backend.graphrag_agent import ids
 from backend.graphrag_agent.agents import NaiveRagAgent
 from backend.graphrag_agent.ports import ChunkHit, Vector
 from backend.infrastructure.graph_store.embedded import EmbeddedGraphStore

@@ -19,6 +19,7 @@ import numpy as np
 import pytest
 from neo4j import AsyncGraphDatabase
 
+from backend.application.ports.graph_store import DocumentWrite, GraphCounts
 from backend.domain.errors import InvalidRequest, StoreUnavailable
 from backend.domain.graph import (
     ChunkRecord,
@@ -36,7 +37,6 @@ from backend.infrastructure.graph_store.neo4j.community_refresh import BatchLimi
 from backend.infrastructure.graph_store.neo4j.errors import DRIVER_ERRORS, store_unavailable
 from backend.infrastructure.graph_store.neo4j.params import DocumentParams, document_params
 from backend.infrastructure.graph_store.neo4j.store import _groups_of_chunks, lucene_query
-from backend.infrastructure.graph_store.port import DocumentWrite, GraphCounts
 from tests.support.neo4j import TEST_EMBEDDING_DIMENSION, Neo4jServer, open_test_store
 from tests.support.tcp_forwarder import TcpForwarder, closed_port
 

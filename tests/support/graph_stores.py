@@ -8,8 +8,8 @@ from typing import Any
 
 import pytest
 
+from backend.application.ports.graph_store import GraphStore
 from backend.infrastructure.graph_store.embedded import EmbeddedGraphStore
-from backend.infrastructure.graph_store.port import GraphStore
 
 
 @pytest.fixture(params=["embedded", "neo4j"])

@@ -2,24 +2,32 @@
 
 from __future__ import annotations
 
-from backend.graphrag_agent.extraction.base import Extractor
+from backend.application.knowledge.communities import CommunityMaintainer
+from backend.application.knowledge.indexing import GraphIndexer
+from backend.application.knowledge.locks import KbLocks
+from backend.application.ports.graph_store import GraphStore
+from backend.application.ports.ingestion import Extractor
 from backend.graphrag_agent.extraction.offline import OfflineExtractor
 from backend.graphrag_agent.ports import TextEmbedder
 from backend.infrastructure.extraction.community_reports import ExtractiveCommunitySummarizer
-from backend.infrastructure.graph_store.port import GraphStore
-from backend.infrastructure.knowledge.communities import CommunityMaintainer
-from backend.infrastructure.knowledge.graph_indexer import ChunkingOptions, GraphIndexer
-from backend.infrastructure.knowledge.locks import KbLocks
+from backend.infrastructure.knowledge.chunker import TokenChunker
+from backend.infrastructure.knowledge.community_detection import LeidenCommunities
 
 
 def make_indexer(
     store: GraphStore,
     embedder: TextEmbedder,
     extractor: Extractor | None = None,
-    chunking: ChunkingOptions | None = None,
+    chunker: TokenChunker | None = None,
     batch_size: int = 64,
 ) -> GraphIndexer:
-    communities = CommunityMaintainer(store, embedder, ExtractiveCommunitySummarizer())
+    communities = CommunityMaintainer(store, embedder, LeidenCommunities(ExtractiveCommunitySummarizer()))
     return GraphIndexer(
-        store, embedder, extractor or OfflineExtractor(), communities, KbLocks(), chunking, batch_size=batch_size
+        store,
+        embedder,
+        chunker or TokenChunker(),
+        extractor or OfflineExtractor(),
+        communities,
+        KbLocks(),
+        batch_size=batch_size,
     )

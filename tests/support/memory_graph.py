@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
+from backend.domain import ids
 from backend.domain.graph import (
     ChunkRecord,
     CommunityRecord,
@@ -33,7 +34,6 @@ from backend.domain.graph import (
     RelationMention,
     RelationRecord,
 )
-from backend.graphrag_agent import ids
 from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
 from backend.graphrag_agent.text import content_terms, fulltext_query_terms, fulltext_terms, split_sentences
 from backend.infrastructure.graph_store.merge import merge_entity, merge_relation, relation_key

@@ -8,8 +8,8 @@ import random
 import pytest
 
 from backend.domain.graph import EntityGraph
+from backend.domain.ids import community_id
 from backend.graphrag_agent.communities import CommunityDraft, detect_communities
-from backend.graphrag_agent.ids import community_id
 
 KB = "kb"
 

@@ -9,9 +9,9 @@ from typing import Any
 import numpy as np
 import pytest
 
+from backend.domain import ids
 from backend.domain.errors import ModelError, StoreUnavailable
 from backend.domain.graph import EntityRecord
-from backend.graphrag_agent import ids
 from backend.graphrag_agent.agents import (
     DeepResearchAgent,
     FusionAgent,

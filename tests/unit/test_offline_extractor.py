@@ -14,10 +14,10 @@ from typing import Any
 
 import pytest
 
-from backend.domain.graph import ChunkRecord, DocumentRecord
-from backend.graphrag_agent import ids
+from backend.domain import ids
+from backend.domain.graph import ChunkRecord, DocumentRecord, Extraction
 from backend.graphrag_agent.chunking import chunk_text
-from backend.graphrag_agent.extraction import Extraction, OfflineExtractor
+from backend.graphrag_agent.extraction import OfflineExtractor
 from backend.graphrag_agent.extraction.offline import title_entity_name
 from tests.support.datasets import require_dataset
 

@@ -1,13 +1,22 @@
-"""Putting documents into a knowledge base, listing and deleting them."""
+"""Putting documents into a knowledge base, listing and deleting them; the parts indexing is built from."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
-from backend.domain.graph import DocumentRecord
+from backend.domain.graph import (
+    BuiltCommunities,
+    ChunkRecord,
+    CommunityRecord,
+    DocumentRecord,
+    EntityGraph,
+    EntityRecord,
+    Extraction,
+    RelationRecord,
+)
 from backend.domain.knowledge_base import KnowledgeBase
 
 
@@ -65,3 +74,29 @@ class KnowledgeIndexer(Protocol):
     async def get_document(self, kb: KnowledgeBase, doc_id: str) -> DocumentRecord | None: ...
 
     async def list_documents(self, kb: KnowledgeBase) -> list[DocumentRecord]: ...
+
+
+class Chunker(Protocol):
+    def chunks(self, kb: str, doc_id: str, text: str) -> list[ChunkRecord]:
+        """The document's text cut into overlapping pieces, in order, with their ids and offsets."""
+        ...
+
+
+class Extractor(Protocol):
+    async def extract(self, kb: str, document: DocumentRecord, chunks: Sequence[ChunkRecord]) -> Extraction:
+        """The entities and relations the chunks mention."""
+        ...
+
+
+class CommunityDetector(Protocol):
+    async def build(
+        self,
+        kb: str,
+        graph: EntityGraph,
+        entities: Mapping[str, EntityRecord],
+        relations: Sequence[RelationRecord],
+        previous: Mapping[str, CommunityRecord],
+    ) -> BuiltCommunities:
+        """Every community of the entity graph, titled and summarized; a community in `previous` (by id, which
+        its members determine) keeps its stored record."""
+        ...

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from itertools import zip_longest
 
 from backend.domain.graph import EntityRecord
+from backend.domain.ids import normalise_entity_name
 from backend.graphrag_agent.agents.local_search import Seed, loose_overlap, name_match, query_term_set, relation_terms
 from backend.graphrag_agent.extraction.offline import title_entity_name
-from backend.graphrag_agent.ids import normalise_entity_name
 from backend.graphrag_agent.ports import ChunkHit, GraphReader
 from backend.graphrag_agent.text import STOPWORDS, index_terms
 

@@ -24,6 +24,7 @@ from typing import Any
 
 from backend.domain.agent_types import AgentType
 from backend.domain.graph import EntityRecord
+from backend.domain.ids import normalise_entity_name
 from backend.domain.retrieval import RetrievalResult
 from backend.graphrag_agent.agents.common import Retrieved, concurrently, entity_result
 from backend.graphrag_agent.agents.graph_agent import GraphSearchAgent, Probe
@@ -38,7 +39,6 @@ from backend.graphrag_agent.agents.local_search import (
     specificity,
 )
 from backend.graphrag_agent.fusion import reciprocal_rank_fusion, spread_over_groups
-from backend.graphrag_agent.ids import normalise_entity_name
 from backend.graphrag_agent.model import MODEL_FAILURES, CompletionModel, PromptMessage, parse_json_object, string_list
 from backend.graphrag_agent.pagerank import personalised_pagerank
 from backend.graphrag_agent.ports import ChunkHit, GraphReader, TextEmbedder

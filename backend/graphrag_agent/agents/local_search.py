@@ -17,6 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.domain.graph import CommunityRecord, EntityRecord, RelationRecord
+from backend.domain.ids import normalise_entity_name
 from backend.domain.retrieval import RetrievalResult
 from backend.graphrag_agent.agents.common import (
     chunk_result,
@@ -27,7 +28,6 @@ from backend.graphrag_agent.agents.common import (
     relation_result,
     unit,
 )
-from backend.graphrag_agent.ids import normalise_entity_name
 from backend.graphrag_agent.keywords import extract_keywords
 from backend.graphrag_agent.ports import ChunkHit, EntityHit, GraphReader, Vector
 from backend.graphrag_agent.text import STOPWORDS, content_terms, index_term_set, index_terms

@@ -11,12 +11,10 @@ Invariants of an `Extraction` (both extractors rely on `ExtractionBuilder` for t
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Protocol
 
-from backend.domain.graph import ChunkRecord, DocumentRecord, EntityMention, RelationMention
-from backend.graphrag_agent import ids
+from backend.domain import ids
+from backend.domain.graph import EntityMention, Extraction, RelationMention
 
 OTHER = "other"
 ENTITY_TYPES: tuple[str, ...] = (
@@ -46,18 +44,6 @@ _TYPE_ALIASES: dict[str, str] = {
 }
 MAX_DESCRIPTION_CHARS = 600
 _LOOSE_SPACE = re.compile(r"^\s|\s$|\s\s|[^\S ]")  # leading/trailing/double spaces, tabs, line breaks
-
-
-@dataclass(frozen=True, slots=True)
-class Extraction:
-    entity_mentions: tuple[EntityMention, ...]
-    relation_mentions: tuple[RelationMention, ...]
-    model_calls: int = 0  # LLM calls actually made (cache misses, retries included)
-    cache_hits: int = 0
-
-
-class Extractor(Protocol):
-    async def extract(self, kb: str, document: DocumentRecord, chunks: Sequence[ChunkRecord]) -> Extraction: ...
 
 
 def normalise_type(raw: str) -> str:

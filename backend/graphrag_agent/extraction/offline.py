@@ -27,10 +27,10 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from backend.domain.graph import ChunkRecord, DocumentRecord
-from backend.graphrag_agent import ids
+from backend.domain import ids
+from backend.domain.graph import ChunkRecord, DocumentRecord, Extraction
 from backend.graphrag_agent.chinese import jieba_module
-from backend.graphrag_agent.extraction.base import OTHER, Extraction, ExtractionBuilder, trim
+from backend.graphrag_agent.extraction.base import OTHER, ExtractionBuilder, trim
 from backend.graphrag_agent.text import rejoin_after, split_sentences
 
 DESCRIPTION_CHARS = 240

@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from backend.application.ports.chat_model import ChatModel, ChatTurn
+from backend.domain import ids
 from backend.domain.errors import ModelError
-from backend.domain.graph import ChunkRecord, DocumentRecord
-from backend.graphrag_agent import ids
-from backend.graphrag_agent.extraction.base import OTHER, Extraction, ExtractionBuilder
+from backend.domain.graph import ChunkRecord, DocumentRecord, Extraction
+from backend.graphrag_agent.extraction.base import OTHER, ExtractionBuilder
 from backend.graphrag_agent.extraction.prompts import extraction_prompt
 from backend.graphrag_agent.extraction.tuples import ParsedTuples, parse_tuples
 from backend.infrastructure.extraction.cache import ExtractionCache, cache_key

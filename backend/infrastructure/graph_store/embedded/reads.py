@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 
+from backend.application.ports.graph_store import GraphCounts
 from backend.domain.graph import CommunityRecord, DocumentRecord, EntityGraph, EntityRecord, RelationRecord
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
@@ -21,7 +22,6 @@ from backend.graphrag_agent.text import fulltext_query_terms
 from backend.infrastructure.graph_store.embedded.community_cache import CommunityCache
 from backend.infrastructure.graph_store.embedded.schema import kb_token
 from backend.infrastructure.graph_store.embedded.vectors import VectorCache, top_rows
-from backend.infrastructure.graph_store.port import GraphCounts
 
 Row = Sequence[Any]
 

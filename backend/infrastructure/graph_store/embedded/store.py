@@ -19,6 +19,7 @@ from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from pathlib import Path
 from typing import TypeVar
 
+from backend.application.ports.graph_store import BulkLoad, DocumentWrite, GraphCounts
 from backend.domain.errors import KnowledgeStoreUnavailable
 from backend.domain.graph import (
     CommunityRecord,
@@ -30,6 +31,7 @@ from backend.domain.graph import (
 )
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
+from backend.infrastructure.graph_store.bulk_load import bulk_load_without_suspension
 from backend.infrastructure.graph_store.embedded import reads, writes
 from backend.infrastructure.graph_store.embedded.community_cache import CommunityCache
 from backend.infrastructure.graph_store.embedded.connection import (
@@ -41,12 +43,6 @@ from backend.infrastructure.graph_store.embedded.connection import (
 from backend.infrastructure.graph_store.embedded.rows import community_rows, document_rows
 from backend.infrastructure.graph_store.embedded.schema import create_schema
 from backend.infrastructure.graph_store.embedded.vectors import VectorCache, unit_query
-from backend.infrastructure.graph_store.port import (
-    BulkLoad,
-    DocumentWrite,
-    GraphCounts,
-    bulk_load_without_suspension,
-)
 
 T = TypeVar("T")
 

@@ -38,6 +38,7 @@ from neo4j import (
 from neo4j.exceptions import ConstraintError, DriverError, Neo4jError
 from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_exponential_jitter
 
+from backend.application.ports.graph_store import BulkLoad, DocumentWrite, GraphCounts
 from backend.domain.errors import InvalidRequest, KnowledgeStoreUnavailable, StoreUnavailable
 from backend.domain.graph import (
     CommunityRecord,
@@ -50,6 +51,7 @@ from backend.domain.graph import (
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
 from backend.graphrag_agent.text import fulltext_query_terms
+from backend.infrastructure.graph_store.bulk_load import NothingSuspended
 from backend.infrastructure.graph_store.neo4j import community_refresh, writes
 from backend.infrastructure.graph_store.neo4j import queries as q
 from backend.infrastructure.graph_store.neo4j.community_refresh import DEFAULT_BATCHES, BatchLimits
@@ -76,7 +78,6 @@ from backend.infrastructure.graph_store.neo4j.schema import (
     drop_vector_indexes,
     ensure_schema,
 )
-from backend.infrastructure.graph_store.port import BulkLoad, DocumentWrite, GraphCounts, NothingSuspended
 
 T = TypeVar("T")
 _log = logging.getLogger(__name__)

@@ -1,8 +1,8 @@
 """The GraphStore port: the knowledge graph's write side plus the agents' read side (SPEC §8).
 
 Two adapters implement it — Neo4j and the embedded SQLite store — and both pass one contract suite
-(`tests/contract/test_graph_store.py`). Merge rules are shared (`merge.py`) so that the two stores
-return identical values for the same writes.
+(`tests/contract/test_graph_store.py`). Merge rules are shared (`infrastructure/graph_store/merge.py`) so
+that the two stores return identical values for the same writes.
 
 Rules every adapter follows:
 - Every record carries its KB; every query filters by KB through a parameter. Ids are unique per KB
@@ -20,8 +20,8 @@ Rules every adapter follows:
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Mapping, Sequence
-from contextlib import AbstractAsyncContextManager, asynccontextmanager
+from collections.abc import Mapping, Sequence
+from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -45,19 +45,6 @@ class BulkLoad(Protocol):
     async def documents_written(self) -> None:
         """Every document of the load is written: what follows (the community refresh) adds no chunk or entity."""
         ...
-
-
-class NothingSuspended:
-    """The `BulkLoad` of a load that suspended nothing."""
-
-    async def documents_written(self) -> None:
-        return None
-
-
-@asynccontextmanager
-async def bulk_load_without_suspension() -> AsyncIterator[BulkLoad]:
-    """`bulk_load` for a store whose search indexes need no care during a load."""
-    yield NothingSuspended()
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,8 +1,8 @@
 """Keeping a KB's communities in step with its entity graph.
 
-A refresh re-runs hierarchical Leiden over the whole entity graph (seconds even for tens of
-thousands of entities) but only summarizes and embeds communities whose members changed: the
-others keep their stored summary and vector. Only the coarse levels get summary vectors, which is
+A refresh re-runs community detection over the whole entity graph (hierarchical Leiden: seconds even
+for tens of thousands of entities) but only summarizes and embeds communities whose members changed:
+the others keep their stored summary and vector. Only the coarse levels get summary vectors, which is
 what global search ranks; the fine levels serve local search through memberships.
 """
 
@@ -12,13 +12,13 @@ import asyncio
 import logging
 import time
 from dataclasses import dataclass
+from typing import Protocol
 
+from backend.application.knowledge.locks import KbLocks
+from backend.application.ports.graph_store import GraphStore
+from backend.application.ports.ingestion import CommunityDetector
 from backend.domain.graph import CommunityRecord
-from backend.graphrag_agent.community_builder import build_communities
-from backend.graphrag_agent.community_summaries import CommunitySummarizer
 from backend.graphrag_agent.ports import TextEmbedder, Vector
-from backend.infrastructure.graph_store.port import GraphStore
-from backend.infrastructure.knowledge.locks import KbLocks
 
 logger = logging.getLogger(__name__)
 
@@ -29,11 +29,17 @@ SUMMARY_TEXT_CHARS = 200
 
 @dataclass(frozen=True, slots=True)
 class CommunityOptions:
-    max_cluster_size: int = 10
     embedded_levels: int = 2  # levels 0 .. embedded_levels-1 get a summary vector
     # Smaller communities (an entity and a neighbour or two) add nothing to global search that
     # local search does not find through the entities themselves.
     min_embedded_size: int = 3
+
+
+class CommunityRefresher(Protocol):
+    async def refresh(self, kb: str) -> None:
+        """Bring the KB's communities up to date, called with the KB's write lock held: now
+        (`CommunityMaintainer`) or by a background task that takes the lock itself (`DeferredRefresher`)."""
+        ...
 
 
 class CommunityMaintainer:
@@ -41,12 +47,12 @@ class CommunityMaintainer:
         self,
         store: GraphStore,
         embedder: TextEmbedder,
-        summarizer: CommunitySummarizer,
+        detector: CommunityDetector,
         options: CommunityOptions | None = None,
     ) -> None:
         self._store = store
         self._embedder = embedder
-        self._summarizer = summarizer
+        self._detector = detector
         self._options = options or CommunityOptions()
 
     async def refresh(self, kb: str) -> None:
@@ -56,9 +62,7 @@ class CommunityMaintainer:
         linked = sorted({entity_id for edge in graph.edges for entity_id in edge[:2]})
         entities = {entity.entity_id: entity for entity in await self._store.get_entities(kb, linked)}
         relations = await self._store.relations_of(kb, linked, limit=max(1, len(graph.edges)))
-        built = await build_communities(
-            kb, graph, entities, relations, self._summarizer, previous, max_cluster_size=self._options.max_cluster_size
-        )
+        built = await self._detector.build(kb, graph, entities, relations, previous)
         vectors = await self._vectors_for_new(built.records, previous)
         await self._store.replace_communities(kb, built.records, vectors)
         logger.info(

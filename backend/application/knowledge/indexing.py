@@ -21,34 +21,25 @@ import logging
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
 from dataclasses import dataclass
-from typing import Protocol
 
 import numpy as np
 
-from backend.application.ports.ingestion import IndexReport, ProgressCallback, SourceDocument
-from backend.domain.graph import ChunkRecord, DocumentGraph, DocumentRecord, EntityMention
+from backend.application.knowledge.communities import CommunityRefresher
+from backend.application.knowledge.locks import KbLocks
+from backend.application.ports.graph_store import BulkLoad, DocumentWrite, GraphStore
+from backend.application.ports.ingestion import (
+    Chunker,
+    Extractor,
+    IndexReport,
+    ProgressCallback,
+    SourceDocument,
+)
+from backend.domain import ids
+from backend.domain.graph import ChunkRecord, DocumentGraph, DocumentRecord, EntityMention, Extraction
 from backend.domain.knowledge_base import KnowledgeBase
-from backend.graphrag_agent import ids
-from backend.graphrag_agent.chunking import chunk_text
-from backend.graphrag_agent.extraction.base import Extraction, Extractor
 from backend.graphrag_agent.ports import TextEmbedder, Vector
-from backend.infrastructure.graph_store.port import BulkLoad, DocumentWrite, GraphStore
-from backend.infrastructure.knowledge.locks import KbLocks
 
 logger = logging.getLogger(__name__)
-
-
-class CommunityRefresher(Protocol):
-    async def refresh(self, kb: str) -> None:
-        """Bring the KB's communities up to date, called with the KB's write lock held: now
-        (`CommunityMaintainer`) or by a background task that takes the lock itself (`DeferredRefresher`)."""
-        ...
-
-
-@dataclass(frozen=True, slots=True)
-class ChunkingOptions:
-    chunk_tokens: int = 200
-    overlap_tokens: int = 40
 
 
 @dataclass(frozen=True, slots=True)
@@ -139,17 +130,17 @@ class GraphIndexer:
         self,
         store: GraphStore,
         embedder: TextEmbedder,
+        chunker: Chunker,
         extractor: Extractor,
         communities: CommunityRefresher,
         locks: KbLocks,
-        chunking: ChunkingOptions | None = None,
         batch_size: int = 64,
     ) -> None:
         self._store = store
         self._embedder = embedder
+        self._chunker = chunker
         self._extractor = extractor
         self._communities = communities
-        self._chunking = chunking or ChunkingOptions()
         self._batch_size = max(1, batch_size)
         # Writers of one KB take turns so that replacements and community refreshes see a stable graph.
         self._lock = locks
@@ -269,21 +260,12 @@ class GraphIndexer:
         """What to write for a document the KB does not hold yet, and the older versions it replaces."""
         document = item.document
         outdated = [d.doc_id for d in await self._previous_versions(kb, document.source) if d.doc_id != item.doc_id]
-        chunks = self._chunks(kb, item.doc_id, item.text)
+        chunks = self._chunker.chunks(kb, item.doc_id, item.text)
         record = DocumentRecord(item.doc_id, item.title, dict(document.metadata), document.source, len(chunks))
         return _Prepared(record, tuple(chunks), tuple(outdated))
 
     async def _previous_versions(self, kb: str, source: str) -> list[DocumentRecord]:
         return await self._store.find_documents_by_source(kb, source) if source else []
-
-    def _chunks(self, kb: str, doc_id: str, text: str) -> list[ChunkRecord]:
-        pieces = chunk_text(text, self._chunking.chunk_tokens, self._chunking.overlap_tokens)
-        return [
-            ChunkRecord(
-                ids.chunk_id(kb, doc_id, piece.ordinal), doc_id, piece.ordinal, piece.text, piece.start, piece.end
-            )
-            for piece in pieces
-        ]
 
     async def _embed(self, texts: Sequence[str]) -> list[Vector]:
         """A vector per text; a zero one (stored as "no embedding") for a text in a language the model does not
