@@ -34,6 +34,7 @@ from backend.application.ports.ingestion import Extractor
 from backend.application.rag.kb_handlers import KnowledgeBaseHandlerFactory
 from backend.application.rag.rag_manager import RagManager, RetrievalLimits
 from backend.application.services import ServiceContainer
+from backend.graphrag_agent.community_builder import CommunityBuilder
 from backend.graphrag_agent.community_summaries import CommunitySummarizer
 from backend.graphrag_agent.extraction.offline import OfflineExtractor
 from backend.graphrag_agent.ports import TextEmbedder
@@ -58,7 +59,6 @@ from backend.infrastructure.graph_store.embedded import EmbeddedGraphStore
 from backend.infrastructure.graph_store.neo4j import Neo4jGraphStore
 from backend.infrastructure.health import NamedProbe
 from backend.infrastructure.knowledge.chunker import TokenChunker
-from backend.infrastructure.knowledge.community_detection import LeidenCommunities
 from backend.infrastructure.knowledge.loaders import FileDocumentLoader
 from backend.infrastructure.knowledge_bases.catalog import KnowledgeBaseCatalog
 from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
@@ -206,7 +206,9 @@ async def _open_knowledge(
     registry = KnowledgeBaseRegistry.from_file(settings.kb_registry_path)
     catalog = KnowledgeBaseCatalog(registry, store)
     locks = KbLocks()
-    detector = LeidenCommunities(_build_summarizer(settings, model), settings.community_max_cluster_size)
+    detector = CommunityBuilder(
+        _build_summarizer(settings, model), max_cluster_size=settings.community_max_cluster_size
+    )
     maintainer = CommunityMaintainer(store, embedder, detector)
     refresher: CommunityRefresher = maintainer
     if serving:

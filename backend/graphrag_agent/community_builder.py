@@ -24,39 +24,51 @@ from backend.graphrag_agent.community_summaries import CommunitySummarizer
 DEFAULT_CONCURRENCY = 4
 
 
-async def build_communities(
-    kb: str,
-    graph: EntityGraph,
-    entities: Mapping[str, EntityRecord],
-    relations: Sequence[RelationRecord],
-    summarizer: CommunitySummarizer,
-    previous: Mapping[str, CommunityRecord],
-    *,
-    max_cluster_size: int = DEFAULT_MAX_CLUSTER_SIZE,
-    seed: int = DEFAULT_SEED,
-    concurrency: int = DEFAULT_CONCURRENCY,
-) -> BuiltCommunities:
-    """Detect, then summarize what is new. `previous` maps community id → the KB's stored records."""
-    if concurrency < 1:
-        raise ValueError("concurrency must be at least 1")
-    # Seconds of CPU on a large graph: keep the event loop free meanwhile.
-    drafts = await asyncio.to_thread(detect_communities, kb, graph, max_cluster_size, seed)
-    records: dict[str, CommunityRecord] = {}
-    fresh: list[CommunityDraft] = []
-    for draft in drafts:
-        old = previous.get(draft.community_id)
-        if old is None:
-            fresh.append(draft)
-        else:
-            records[draft.community_id] = dataclasses.replace(
-                old, level=draft.level, entity_ids=draft.entity_ids, parent_id=draft.parent_id
-            )
-    reused = len(records)
-    grouped = _relations_by_community(fresh, relations)
-    summarized = await _summarize_all(kb, fresh, entities, grouped, summarizer, concurrency)
-    records.update((record.community_id, record) for record in summarized)
-    ordered = [records[draft.community_id] for draft in drafts]
-    return BuiltCommunities(records=ordered, summarized=len(summarized), reused=reused)
+class CommunityBuilder:
+    """Implements the application's `CommunityDetector` port: hierarchical Leiden, then summaries."""
+
+    def __init__(
+        self,
+        summarizer: CommunitySummarizer,
+        *,
+        max_cluster_size: int = DEFAULT_MAX_CLUSTER_SIZE,
+        seed: int = DEFAULT_SEED,
+        concurrency: int = DEFAULT_CONCURRENCY,
+    ) -> None:
+        if concurrency < 1:
+            raise ValueError("concurrency must be at least 1")
+        self._summarizer = summarizer
+        self._max_cluster_size = max_cluster_size
+        self._seed = seed
+        self._concurrency = concurrency
+
+    async def build(
+        self,
+        kb: str,
+        graph: EntityGraph,
+        entities: Mapping[str, EntityRecord],
+        relations: Sequence[RelationRecord],
+        previous: Mapping[str, CommunityRecord],
+    ) -> BuiltCommunities:
+        """Detect, then summarize what is new. `previous` maps community id → the KB's stored records."""
+        # Seconds of CPU on a large graph: keep the event loop free meanwhile.
+        drafts = await asyncio.to_thread(detect_communities, kb, graph, self._max_cluster_size, self._seed)
+        records: dict[str, CommunityRecord] = {}
+        fresh: list[CommunityDraft] = []
+        for draft in drafts:
+            old = previous.get(draft.community_id)
+            if old is None:
+                fresh.append(draft)
+            else:
+                records[draft.community_id] = dataclasses.replace(
+                    old, level=draft.level, entity_ids=draft.entity_ids, parent_id=draft.parent_id
+                )
+        reused = len(records)
+        grouped = _relations_by_community(fresh, relations)
+        summarized = await _summarize_all(kb, fresh, entities, grouped, self._summarizer, self._concurrency)
+        records.update((record.community_id, record) for record in summarized)
+        ordered = [records[draft.community_id] for draft in drafts]
+        return BuiltCommunities(records=ordered, summarized=len(summarized), reused=reused)
 
 
 def _relations_by_community(

@@ -16,7 +16,7 @@ import pytest
 
 from backend.domain.graph import EntityGraph, EntityRecord, RelationRecord
 from backend.graphrag_agent.communities import CommunityDraft, detect_communities
-from backend.graphrag_agent.community_builder import build_communities
+from backend.graphrag_agent.community_builder import CommunityBuilder
 from backend.graphrag_agent.community_summaries import extractive_summary
 from backend.infrastructure.extraction.community_reports import (
     REPORT_SYSTEM_PROMPT,
@@ -340,10 +340,10 @@ async def test_a_second_build_of_unchanged_communities_makes_no_model_call(
     graph, entities, relations = cliques(6, 4)
     summarizer = LlmCommunitySummarizer(model)
 
-    first = await build_communities(KB, graph, entities, relations, summarizer, {}, concurrency=3)
+    first = await CommunityBuilder(summarizer, concurrency=3).build(KB, graph, entities, relations, {})
     calls_after_first = len(scripted_llm.requests)
     previous = {r.community_id: r for r in first.records}
-    second = await build_communities(KB, graph, entities, relations, summarizer, previous, concurrency=3)
+    second = await CommunityBuilder(summarizer, concurrency=3).build(KB, graph, entities, relations, previous)
 
     assert (first.summarized, first.reused, calls_after_first) == (6, 0, 6)
     assert {r.title for r in first.records} <= {json.loads(raw)["title"] for raw in recorded_reports()}
@@ -360,13 +360,13 @@ async def test_only_a_changed_community_is_summarized_again(
     scripted_llm.responder = lambda body: Reply(content=next(replies))
     graph, entities, relations = cliques(4, 4)
     summarizer = LlmCommunitySummarizer(model)
-    first = await build_communities(KB, graph, entities, relations, summarizer, {})
+    first = await CommunityBuilder(summarizer).build(KB, graph, entities, relations, {})
     grown_relation = RelationRecord("k0_0", "new", "A newcomer joins.", 3.0)
     entities["new"] = EntityRecord("new", "NEW", "thing", "Someone new.", 1)
     grown = EntityGraph((*graph.entity_ids, "new"), (*graph.edges, ("k0_0", "new", 3.0)))
 
-    second = await build_communities(
-        KB, grown, entities, [*relations, grown_relation], summarizer, {r.community_id: r for r in first.records}
+    second = await CommunityBuilder(summarizer).build(
+        KB, grown, entities, [*relations, grown_relation], {r.community_id: r for r in first.records}
     )
 
     assert (second.summarized, second.reused) == (1, 3)

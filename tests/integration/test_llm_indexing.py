@@ -15,13 +15,13 @@ from backend.application.knowledge.indexing import GraphIndexer
 from backend.application.knowledge.locks import KbLocks
 from backend.application.ports.ingestion import SourceDocument
 from backend.domain.knowledge_base import KnowledgeBase
+from backend.graphrag_agent.community_builder import CommunityBuilder
 from backend.graphrag_agent.extraction.prompts import SYSTEM_PROMPT as EXTRACTION_PROMPT
 from backend.infrastructure.extraction.cache import ExtractionCache
 from backend.infrastructure.extraction.community_reports import LlmCommunitySummarizer
 from backend.infrastructure.extraction.llm_extractor import LlmExtractor
 from backend.infrastructure.graph_store.embedded import EmbeddedGraphStore
 from backend.infrastructure.knowledge.chunker import TokenChunker
-from backend.infrastructure.knowledge.community_detection import LeidenCommunities
 from backend.infrastructure.llm.openai_compatible import OpenAICompatibleChatModel
 from tests.support.hash_embedder import HashEmbedder
 from tests.support.replay import recorded_extractions, recorded_reports, replay_file
@@ -60,7 +60,7 @@ async def test_model_extraction_and_reports_build_the_graph_once(
     cache = await ExtractionCache.open(tmp_path / "llm_cache.db")
     try:
         embedder = HashEmbedder()
-        communities = CommunityMaintainer(store, embedder, LeidenCommunities(LlmCommunitySummarizer(model)))
+        communities = CommunityMaintainer(store, embedder, CommunityBuilder(LlmCommunitySummarizer(model)))
         indexer = GraphIndexer(
             store, embedder, TokenChunker(300, 0), LlmExtractor(model, cache), communities, KbLocks()
         )

@@ -7,11 +7,11 @@ from backend.application.knowledge.indexing import GraphIndexer
 from backend.application.knowledge.locks import KbLocks
 from backend.application.ports.graph_store import GraphStore
 from backend.application.ports.ingestion import Extractor
+from backend.graphrag_agent.community_builder import CommunityBuilder
 from backend.graphrag_agent.extraction.offline import OfflineExtractor
 from backend.graphrag_agent.ports import TextEmbedder
 from backend.infrastructure.extraction.community_reports import ExtractiveCommunitySummarizer
 from backend.infrastructure.knowledge.chunker import TokenChunker
-from backend.infrastructure.knowledge.community_detection import LeidenCommunities
 
 
 def make_indexer(
@@ -21,7 +21,7 @@ def make_indexer(
     chunker: TokenChunker | None = None,
     batch_size: int = 64,
 ) -> GraphIndexer:
-    communities = CommunityMaintainer(store, embedder, LeidenCommunities(ExtractiveCommunitySummarizer()))
+    communities = CommunityMaintainer(store, embedder, CommunityBuilder(ExtractiveCommunitySummarizer()))
     return GraphIndexer(
         store,
         embedder,

@@ -10,7 +10,7 @@ import pytest
 
 from backend.domain.graph import CommunityRecord, EntityGraph, EntityRecord, RelationRecord
 from backend.graphrag_agent.communities import CommunityDraft
-from backend.graphrag_agent.community_builder import build_communities
+from backend.graphrag_agent.community_builder import CommunityBuilder
 from backend.graphrag_agent.community_summaries import (
     MAX_SUMMARY_CHARS,
     CommunitySummary,
@@ -122,7 +122,7 @@ def test_rank_grows_with_size_and_internal_weight() -> None:
     assert structural_rank(small) < structural_rank(heavier) <= 10
 
 
-# -- build_communities ----------------------------------------------------------------------------
+# -- CommunityBuilder -----------------------------------------------------------------------------
 
 
 class CountingSummarizer:
@@ -165,7 +165,7 @@ async def test_build_summarizes_every_community_with_its_internal_relations() ->
     relations = [*clique_relations("a", 4), *clique_relations("b", 4), relation("a0", "b0", 0.1)]
     summarizer = CountingSummarizer()
 
-    built = await build_communities(KB, graph_of(relations), records_of(relations), relations, summarizer, {})
+    built = await CommunityBuilder(summarizer).build(KB, graph_of(relations), records_of(relations), relations, {})
 
     assert (built.summarized, built.reused, len(built.records)) == (2, 0, 2)
     for record in built.records:
@@ -176,12 +176,14 @@ async def test_build_summarizes_every_community_with_its_internal_relations() ->
 
 async def test_unchanged_communities_are_reused_without_a_summarizer_call() -> None:
     relations = [*clique_relations("a", 4), *clique_relations("b", 4), relation("a0", "b0", 0.1)]
-    first = await build_communities(KB, graph_of(relations), records_of(relations), relations, CountingSummarizer(), {})
+    first = await CommunityBuilder(CountingSummarizer()).build(
+        KB, graph_of(relations), records_of(relations), relations, {}
+    )
     previous = {r.community_id: r for r in first.records}
     grown = [*relations, *clique_relations("c", 3), relation("c0", "b1", 0.1)]
     summarizer = CountingSummarizer()
 
-    second = await build_communities(KB, graph_of(grown), records_of(grown), grown, summarizer, previous)
+    second = await CommunityBuilder(summarizer).build(KB, graph_of(grown), records_of(grown), grown, previous)
 
     assert (second.summarized, second.reused) == (1, 2)
     assert [d.entity_ids for d in summarizer.calls] == [("c0", "c1", "c2")]
@@ -190,12 +192,14 @@ async def test_unchanged_communities_are_reused_without_a_summarizer_call() -> N
 
 async def test_a_reused_community_gets_its_new_parent() -> None:
     relations = clique_relations("a", 4)
-    fresh = await build_communities(KB, graph_of(relations), records_of(relations), relations, CountingSummarizer(), {})
+    fresh = await CommunityBuilder(CountingSummarizer()).build(
+        KB, graph_of(relations), records_of(relations), relations, {}
+    )
     (record,) = fresh.records
     previous = {record.community_id: CommunityRecord(record.community_id, 0, "Kept", "Kept.", 7.0, (), "gone")}
 
-    again = await build_communities(
-        KB, graph_of(relations), records_of(relations), relations, CountingSummarizer(), previous
+    again = await CommunityBuilder(CountingSummarizer()).build(
+        KB, graph_of(relations), records_of(relations), relations, previous
     )
 
     assert again.records == [CommunityRecord(record.community_id, 0, "Kept", "Kept.", 7.0, record.entity_ids, None)]
@@ -205,8 +209,8 @@ async def test_summaries_run_concurrently_within_the_bound() -> None:
     relations = [r for k in range(12) for r in clique_relations(f"k{k:02d}_", 3)]
     summarizer = CountingSummarizer()
 
-    built = await build_communities(
-        KB, graph_of(relations), records_of(relations), relations, summarizer, {}, concurrency=3
+    built = await CommunityBuilder(summarizer, concurrency=3).build(
+        KB, graph_of(relations), records_of(relations), relations, {}
     )
 
     assert built.summarized == 12
@@ -225,8 +229,8 @@ async def test_records_come_for_every_level_with_parent_links() -> None:
             relations += [relation(f"{x}{i}", f"{y}{i}", 2.0) for i in range(4)]
         relations.append(relation(f"g{g}c0_0", f"g{(g + 1) % 10}c0_0", 0.5))
 
-    built = await build_communities(
-        KB, graph_of(relations), records_of(relations), relations, CountingSummarizer(), {}, max_cluster_size=6
+    built = await CommunityBuilder(CountingSummarizer(), max_cluster_size=6).build(
+        KB, graph_of(relations), records_of(relations), relations, {}
     )
 
     ids = {r.community_id: r for r in built.records}
@@ -237,4 +241,4 @@ async def test_records_come_for_every_level_with_parent_links() -> None:
 
 async def test_concurrency_must_be_positive() -> None:
     with pytest.raises(ValueError, match="concurrency"):
-        await build_communities(KB, EntityGraph((), ()), {}, [], CountingSummarizer(), {}, concurrency=0)
+        CommunityBuilder(CountingSummarizer(), concurrency=0)

@@ -20,7 +20,7 @@ import asyncio
 import logging
 from collections.abc import Callable, Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 
@@ -91,38 +91,6 @@ class _Writing:
         await asyncio.shield(self.task)
 
 
-@dataclass(slots=True)
-class _Tally:
-    added: int = 0
-    unchanged: int = 0
-    replaced: int = 0
-    chunks: int = 0
-    entity_mentions: int = 0
-    relation_mentions: int = 0
-    model_calls: int = 0
-
-    def count(self, work: _Prepared, extraction: Extraction) -> None:
-        """A document written (and the older versions it replaced deleted)."""
-        self.added += 1
-        self.replaced += len(work.outdated)
-        self.chunks += len(work.chunks)
-        self.entity_mentions += len(extraction.entity_mentions)
-        self.relation_mentions += len(extraction.relation_mentions)
-        self.model_calls += extraction.model_calls
-
-    def report(self, doc_ids: Sequence[str]) -> IndexReport:
-        return IndexReport(
-            documents_added=self.added,
-            documents_unchanged=self.unchanged,
-            documents_replaced=self.replaced,
-            chunks_written=self.chunks,
-            entity_mentions=self.entity_mentions,
-            relation_mentions=self.relation_mentions,
-            model_calls=self.model_calls,
-            doc_ids=tuple(doc_ids),
-        )
-
-
 class GraphIndexer:
     """Implements the application's `KnowledgeIndexer` port over a `GraphStore`."""
 
@@ -148,29 +116,30 @@ class GraphIndexer:
     async def index(
         self, kb: KnowledgeBase, documents: Sequence[SourceDocument], progress: ProgressCallback | None = None
     ) -> IndexReport:
-        tally = _Tally()
+        parts: list[IndexReport] = []  # one per document: added (with what it replaced) or unchanged
         doc_ids: list[str] = []
         async with self._lock(kb.kb_prefix), AsyncExitStack() as stack:
-            load = await self._write_batches(kb.kb_prefix, documents, tally, doc_ids, progress, stack)
+            load = await self._write_batches(kb.kb_prefix, documents, parts, doc_ids, progress, stack)
             if load is not None:  # something was written (a failed write raised out of `_write_batches`)
                 await load.documents_written()
                 await self._communities.refresh(kb.kb_prefix)
+        report = replace(sum(parts, IndexReport()), doc_ids=tuple(doc_ids))
         logger.info(
             "indexed kb=%s: %d added, %d unchanged, %d replaced, %d chunks, %d model calls",
             kb.kb_prefix,
-            tally.added,
-            tally.unchanged,
-            tally.replaced,
-            tally.chunks,
-            tally.model_calls,
+            report.documents_added,
+            report.documents_unchanged,
+            report.documents_replaced,
+            report.chunks_written,
+            report.model_calls,
         )
-        return tally.report(doc_ids)
+        return report
 
     async def _write_batches(
         self,
         kb: str,
         documents: Sequence[SourceDocument],
-        tally: _Tally,
+        parts: list[IndexReport],
         doc_ids: list[str],
         progress: ProgressCallback | None,
         stack: AsyncExitStack,
@@ -182,13 +151,13 @@ class GraphIndexer:
         try:
             for start in range(0, len(documents), self._batch_size):
                 batch = documents[start : start + self._batch_size]
-                staged = await self._stage_batch(kb, batch, tally, writing)
+                staged = await self._stage_batch(kb, batch, parts, writing)
                 doc_ids.extend(staged.doc_ids)
                 if writing is not None:
                     await writing.finished()
                 if load is None and staged.documents:
                     load = await stack.enter_async_context(self._store.bulk_load(len(documents) - start))
-                task = asyncio.create_task(self._write_batch(kb, staged, tally))
+                task = asyncio.create_task(self._write_batch(kb, staged, parts))
                 if progress is not None:
                     task.add_done_callback(_reporter(progress, batch, start, len(documents)))
                 writing = _Writing(staged, task)
@@ -205,7 +174,7 @@ class GraphIndexer:
         return load
 
     async def _stage_batch(
-        self, kb: str, batch: Sequence[SourceDocument], tally: _Tally, writing: _Writing | None
+        self, kb: str, batch: Sequence[SourceDocument], parts: list[IndexReport], writing: _Writing | None
     ) -> _Staged:
         """Prepare every document of the batch and embed them in two calls (while `writing` may still run).
 
@@ -220,7 +189,7 @@ class GraphIndexer:
         prepared: dict[str, _Prepared] = {}
         for item in identified:
             if item.doc_id in stored or item.doc_id in prepared:
-                tally.unchanged += 1
+                parts.append(IndexReport(documents_unchanged=1))
             else:
                 prepared[item.doc_id] = await self._prepare(kb, item)
         extractions = await asyncio.gather(
@@ -248,13 +217,22 @@ class GraphIndexer:
             frozenset(entity_vectors),
         )
 
-    async def _write_batch(self, kb: str, staged: _Staged, tally: _Tally) -> None:
+    async def _write_batch(self, kb: str, staged: _Staged, parts: list[IndexReport]) -> None:
         """One store call for the batch, then the older versions its documents replace."""
         await self._store.upsert_documents(kb, staged.documents)
         for work, extraction in staged.writes:
             for old in work.outdated:
                 await self._store.delete_document(kb, old)
-            tally.count(work, extraction)
+            parts.append(
+                IndexReport(
+                    documents_added=1,
+                    documents_replaced=len(work.outdated),
+                    chunks_written=len(work.chunks),
+                    entity_mentions=len(extraction.entity_mentions),
+                    relation_mentions=len(extraction.relation_mentions),
+                    model_calls=extraction.model_calls,
+                )
+            )
 
     async def _prepare(self, kb: str, item: _Identified) -> _Prepared:
         """What to write for a document the KB does not hold yet, and the older versions it replaces."""

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import astuple, dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -40,6 +40,10 @@ class IndexReport:
     relation_mentions: int = 0
     model_calls: int = 0
     doc_ids: tuple[str, ...] = ()
+
+    def __add__(self, other: IndexReport) -> IndexReport:
+        """The counts added up and the doc ids joined: the report of two runs, or of a run and one more document."""
+        return IndexReport(*(mine + theirs for mine, theirs in zip(astuple(self), astuple(other), strict=True)))
 
 
 # Called after each document with (documents done, documents total, title).
