@@ -33,6 +33,7 @@ from backend.application.ports.graph_store import GraphStore
 from backend.application.ports.ingestion import Extractor
 from backend.application.rag.kb_handlers import KnowledgeBaseHandlerFactory
 from backend.application.rag.rag_manager import RagManager, RetrievalLimits
+from backend.application.routing.policy import RoutingPolicy, RoutingSettings
 from backend.application.services import ServiceContainer
 from backend.graphrag_agent.community_builder import CommunityBuilder
 from backend.graphrag_agent.community_summaries import CommunitySummarizer
@@ -71,7 +72,7 @@ from backend.infrastructure.persistence.memory.conversation_store import InMemor
 from backend.infrastructure.persistence.postgres.conversation_store import PostgresConversationStore
 from backend.infrastructure.persistence.sqlite.conversation_store import SqliteConversationStore
 from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier
-from backend.infrastructure.routing.router_graph import RouterGraph, RoutingPolicy
+from backend.infrastructure.routing.router_graph import RouterGraph
 
 logger = logging.getLogger(__name__)
 
@@ -242,18 +243,18 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
             settings.rag_top_k,
             CoreCompletionModel(model) if model is not None else None,
         )
-        pool = RAGAgentManager(catalog, AGENT_BUILDERS, resources, settings.agent_pool_max)
+        pool = RAGAgentManager(AGENT_BUILDERS, resources, settings.agent_pool_max)
         limits = RetrievalLimits(settings.rag_agent_timeout_s, settings.rag_context_token_budget, settings.rag_top_k)
         handlers = KnowledgeBaseHandlerFactory.from_knowledge_bases(knowledge.registry.list())
         rag = RagManager(pool, limits)
-        policy = RoutingPolicy(
+        routing = RoutingSettings(
             auto_route=settings.kb_auto_route,
             allow_override=settings.kb_auto_route_override,
             min_confidence=settings.kb_auto_route_min_confidence,
-            llm_timeout_s=settings.router_llm_timeout_s,
         )
+        policy = RoutingPolicy(routing, pool.available_agent_types)
         classifier = LlmIntentClassifier(model) if model is not None else None
-        router = RouterGraph(catalog, policy, classifier)
+        router = RouterGraph(catalog, policy, classifier, settings.router_llm_timeout_s)
         turns = TurnService(
             store,
             catalog,

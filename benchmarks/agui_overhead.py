@@ -40,8 +40,10 @@ from backend.domain.events import (
     StreamEvent,
     TokenEvent,
 )
+from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.retrieval import AgentRun, EvidenceSource, Granularity, RagRunSpec, RetrievalResult
 from backend.domain.routing import RouteDecision
+from backend.domain.worker import Worker
 from backend.server.agui.translator import AguiTranslator
 from backend.server.models.stream_events import StreamEventNormalizer
 
@@ -49,7 +51,7 @@ ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "agui_overhead.json"
 GOAL_US = 50.0
 QUESTION = "When was the orchard founded, and by whom?"
-WORKER = "orchard:hybrid_agent:retrieve_only"
+WORKER = Worker(KnowledgeBase("orchard"), "hybrid_agent")
 
 
 def run_events(tokens: int) -> list[StreamEvent]:
@@ -64,10 +66,10 @@ def run_events(tokens: int) -> list[StreamEvent]:
         StartEvent(),
         ProgressEvent(Stage.ROUTING, 0, 1),
         ProgressEvent(Stage.ROUTING, 1, 1),
-        RoutedEvent(QUESTION, decision, 1.2, (RagRunSpec("hybrid_agent", WORKER),)),
+        RoutedEvent(QUESTION, decision, 1.2, (RagRunSpec(WORKER),)),
         ProgressEvent(Stage.RETRIEVAL, 0, 1),
         ProgressEvent(Stage.RETRIEVAL, 1, 1, agent_type="hybrid_agent", retrieval_count=8),
-        RetrievedEvent(QUESTION, "orchard", AgentRun("hybrid_agent", WORKER, results, duration_ms=40.0)),
+        RetrievedEvent(QUESTION, "orchard", AgentRun("hybrid_agent", WORKER.name, results, duration_ms=40.0)),
         CitationsEvent(citations),
         ProgressEvent(Stage.GENERATION, 0, 1),
         *(TokenEvent(f" word{i % 50}") for i in range(tokens)),

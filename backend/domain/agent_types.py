@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from collections.abc import Collection
 from enum import StrEnum
+
+from backend.domain.errors import AgentUnavailable, UnknownAgentType
 
 
 class AgentType(StrEnum):
@@ -20,3 +23,13 @@ RETRIEVE_ONLY = "retrieve_only"
 
 def is_known_agent_type(value: str) -> bool:
     return value in KNOWN_AGENT_TYPES
+
+
+def require_available(agent_type: str, available: Collection[str]) -> None:
+    """Raise the 4xx-type error for an agent type that is unknown or that this deployment does not run."""
+    if not is_known_agent_type(agent_type):
+        raise UnknownAgentType(f"unknown agent_type {agent_type!r}")
+    if agent_type not in available:
+        raise AgentUnavailable(
+            f"agent type {agent_type!r} is not available in this deployment; available: {', '.join(sorted(available))}"
+        )

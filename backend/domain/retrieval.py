@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 from enum import StrEnum
 from typing import Any, TypedDict
 
+from backend.domain.worker import Worker
+
 
 class Granularity(StrEnum):
     CHUNK = "Chunk"
@@ -16,10 +18,17 @@ class Granularity(StrEnum):
 
 @dataclass(frozen=True, slots=True)
 class RagRunSpec:
-    """One retrieval to run. When `worker_name` is set it is authoritative over `agent_type`."""
+    """One retrieval to run: a resolved worker."""
 
-    agent_type: str
-    worker_name: str = ""
+    worker: Worker
+
+    @property
+    def agent_type(self) -> str:
+        return self.worker.agent_type
+
+    @property
+    def worker_name(self) -> str:
+        return self.worker.name
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,10 +1,13 @@
-"""The router's output."""
+"""What a turn asks of the router, what an intent detector concluded, and the router's output."""
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, fields
 from enum import StrEnum
 from typing import Any
+
+from backend.domain.knowledge_base import GENERAL_KB, KnowledgeBase
+from backend.domain.worker import Worker
 
 
 class RouteMethod(StrEnum):
@@ -17,6 +20,27 @@ class RouteMethod(StrEnum):
 
 
 @dataclass(frozen=True, slots=True)
+class RequestedRoute:
+    """The caller's wishes after validation: a known KB, general chat or neither, and a supported agent type."""
+
+    kb_prefix: str | None  # as asked (`general` for general chat): kept with the message, a retry asks the same
+    agent_type: str | None
+    kb: KnowledgeBase | None = None  # the asked KB as the catalog holds it
+
+    @property
+    def general(self) -> bool:
+        return self.kb_prefix == GENERAL_KB
+
+
+@dataclass(frozen=True, slots=True)
+class IntentGuess:
+    kb_prefix: str  # "" when no KB fits (general chat)
+    confidence: float
+    method: RouteMethod
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
 class RouteDecision:
     requested_kb_prefix: str
     routed_kb_prefix: str
@@ -24,11 +48,17 @@ class RouteDecision:
     confidence: float
     method: str
     reason: str
-    worker_name: str
+    worker: Worker | None  # None: general chat, no retrieval
 
     @property
     def is_general(self) -> bool:
-        return self.worker_name == ""
+        return self.worker is None
+
+    @property
+    def worker_name(self) -> str:
+        return self.worker.name if self.worker is not None else ""
 
     def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+        """The wire shape: every field, the worker as its name."""
+        shown = {field.name: getattr(self, field.name) for field in fields(self) if field.name != "worker"}
+        return shown | {"worker_name": self.worker_name}

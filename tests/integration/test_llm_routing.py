@@ -8,11 +8,14 @@ from typing import Any
 
 import pytest
 
+from backend.application.routing.policy import RoutingPolicy, RoutingSettings
+from backend.domain.agent_types import KNOWN_AGENT_TYPES
 from backend.domain.knowledge_base import KnowledgeBase
+from backend.domain.routing import RequestedRoute
 from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.llm.openai_compatible import OpenAICompatibleChatModel
 from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier
-from backend.infrastructure.routing.router_graph import RouterGraph, RoutingPolicy
+from backend.infrastructure.routing.router_graph import RouterGraph
 from tests.support.scripted_llm import Reply, ScriptedLLM
 
 KBS = [
@@ -32,7 +35,8 @@ async def model(scripted_llm: ScriptedLLM) -> AsyncIterator[OpenAICompatibleChat
 
 
 def router(model: OpenAICompatibleChatModel, timeout_s: float = 2.0) -> RouterGraph:
-    return RouterGraph(static_catalog(KBS), RoutingPolicy(llm_timeout_s=timeout_s), LlmIntentClassifier(model))
+    policy = RoutingPolicy(RoutingSettings(), KNOWN_AGENT_TYPES)
+    return RouterGraph(static_catalog(KBS), policy, LlmIntentClassifier(model), timeout_s)
 
 
 def json_reply(payload: str) -> Reply:
@@ -43,7 +47,7 @@ async def test_the_model_routes_a_message_the_heuristic_cannot_place(
     model: OpenAICompatibleChatModel, scripted_llm: ScriptedLLM
 ) -> None:
     scripted_llm.script(json_reply('{"kb_prefix": "law", "confidence": 0.86, "reason": "deposit dispute"}'))
-    decision = await router(model).route(message=UNCLEAR, session_id="s", requested_kb=None, agent_type=None)
+    decision = await router(model).route(message=UNCLEAR, session_id="s", requested=RequestedRoute(None, None))
     assert (decision.method, decision.kb_prefix, decision.confidence) == ("llm", "law", 0.86)
     assert decision.reason == "deposit dispute"
     assert decision.worker_name == "law:hybrid_agent:retrieve_only"
@@ -58,7 +62,7 @@ async def test_a_confident_heuristic_never_calls_the_model(
     model: OpenAICompatibleChatModel, scripted_llm: ScriptedLLM
 ) -> None:
     decision = await router(model).route(
-        message="Can my tenant break the lease?", session_id="s", requested_kb=None, agent_type=None
+        message="Can my tenant break the lease?", session_id="s", requested=RequestedRoute(None, None)
     )
     assert (decision.method, decision.kb_prefix) == ("heuristic", "law")
     assert scripted_llm.requests == []
@@ -68,7 +72,7 @@ async def test_model_http_error_falls_back_to_the_heuristic(
     model: OpenAICompatibleChatModel, scripted_llm: ScriptedLLM
 ) -> None:
     scripted_llm.script(Reply(status=500, error_message="overloaded"))
-    decision = await router(model).route(message=UNCLEAR, session_id="s", requested_kb=None, agent_type=None)
+    decision = await router(model).route(message=UNCLEAR, session_id="s", requested=RequestedRoute(None, None))
     assert decision.method == "fallback"
     assert "ModelError" in decision.reason
     assert decision.worker_name == ""  # nothing matched, so general chat
@@ -89,7 +93,7 @@ async def test_a_stalled_model_times_out_and_routing_never_blocks_the_loop(
     background = asyncio.create_task(ticker())
     started = asyncio.get_running_loop().time()
     decision = await router(model, timeout_s=0.5).route(
-        message=UNCLEAR, session_id="s", requested_kb=None, agent_type=None
+        message=UNCLEAR, session_id="s", requested=RequestedRoute(None, None)
     )
     elapsed = asyncio.get_running_loop().time() - started
     background.cancel()
@@ -106,5 +110,5 @@ async def test_unusable_model_replies_fall_back(
     model: OpenAICompatibleChatModel, scripted_llm: ScriptedLLM, reply: str, method: str
 ) -> None:
     scripted_llm.script(json_reply(reply))
-    decision: Any = await router(model).route(message=UNCLEAR, session_id="s", requested_kb=None, agent_type=None)
+    decision: Any = await router(model).route(message=UNCLEAR, session_id="s", requested=RequestedRoute(None, None))
     assert decision.method == method

@@ -15,13 +15,14 @@ from backend.application.chat.stream_handler import StreamHandler
 from backend.application.chat.turns import TurnLimits, TurnService
 from backend.application.ports.chat_model import ChatModel
 from backend.application.rag.rag_manager import RagManager, RetrievalLimits
+from backend.application.routing.policy import RoutingPolicy, RoutingSettings
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.infrastructure.agents.rag_factory.builders import AgentResources
 from backend.infrastructure.agents.rag_factory.manager import RAGAgentManager
 from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.llm.extractive import ExtractiveAnswerer
 from backend.infrastructure.persistence.memory.conversation_store import InMemoryConversationStore
-from backend.infrastructure.routing.router_graph import RouterGraph, RoutingPolicy
+from backend.infrastructure.routing.router_graph import RouterGraph
 from tests.support.fakes import FakeAgent
 
 DEFAULT_KBS = (
@@ -51,10 +52,10 @@ def wire(
 ) -> Wired:
     catalog = static_catalog(kbs)
     store = store or InMemoryConversationStore()
-    pool = RAGAgentManager(catalog, {agent.agent_type: lambda kb, res: agent}, AgentResources(None, None))  # type: ignore[arg-type]
+    pool = RAGAgentManager({agent.agent_type: lambda kb, res: agent}, AgentResources(None, None))  # type: ignore[arg-type]
     generator = AnswerGenerator(model, ExtractiveAnswerer())
     rag = RagManager(pool, RetrievalLimits(agent_timeout_s=agent_timeout_s))
-    router = RouterGraph(catalog, RoutingPolicy())
+    router = RouterGraph(catalog, RoutingPolicy(RoutingSettings(), pool.available_agent_types))
     turns = TurnService(store, catalog, pool.available_agent_types, TurnLimits(max_message_chars=2000))
     saver = AnswerSaver(turns)
     stream = StreamHandler(turns, router, ChatStreamExecutor(rag, generator), pipeline, budgets, saver)

@@ -26,8 +26,10 @@ from backend.domain.events import (
     StreamEvent,
     TokenEvent,
 )
+from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.retrieval import AgentRun, EvidenceSource, Granularity, RagRunSpec, RetrievalResult
 from backend.domain.routing import RouteDecision
+from backend.domain.worker import Worker
 from backend.server.agui.inputs import run_from_input
 from backend.server.agui.translator import AguiTranslator, encode
 
@@ -35,9 +37,14 @@ EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
 QUESTION = "When was the orchard founded?"
 
 
-def decision(worker_name: str = "orchard:naive_rag_agent:retrieve_only") -> RouteDecision:
-    kb = worker_name.split(":")[0] if worker_name else "general"
-    return RouteDecision(kb, kb, kb, 0.9, "explicit", "asked for", worker_name)
+ORCHARD = KnowledgeBase("orchard")
+
+
+def decision(agent_type: str | None = "naive_rag_agent") -> RouteDecision:
+    """A route to the orchard KB's `agent_type`, or to general chat."""
+    worker = Worker(ORCHARD, agent_type) if agent_type else None
+    kb = "orchard" if worker else "general"
+    return RouteDecision(kb, kb, kb, 0.9, "explicit", "asked for", worker)
 
 
 def run_of(agent: str, titles: tuple[str, ...] = ("History",), error: str | None = None) -> AgentRun:
@@ -49,12 +56,12 @@ def run_of(agent: str, titles: tuple[str, ...] = ("History",), error: str | None
 
 
 def rag_events(*agents: str, tokens: tuple[str, ...] = ("Founded", " 1921")) -> list[StreamEvent]:
-    plan = tuple(RagRunSpec(agent) for agent in agents)
+    plan = tuple(RagRunSpec(Worker(ORCHARD, agent)) for agent in agents)
     events: list[StreamEvent] = [
         StartEvent(),
         ProgressEvent(Stage.ROUTING, 0, 1),
         ProgressEvent(Stage.ROUTING, 1, 1),
-        RoutedEvent(QUESTION, decision(f"orchard:{agents[0]}:retrieve_only"), 1.5, plan),
+        RoutedEvent(QUESTION, decision(agents[0]), 1.5, plan),
         ProgressEvent(Stage.RETRIEVAL, 0, len(agents)),
     ]
     for index, agent in enumerate(reversed(agents)):  # runs finish in any order
@@ -234,7 +241,7 @@ def test_a_retrieval_the_route_did_not_plan_is_announced_when_it_arrives() -> No
 def test_an_answer_without_tokens_is_an_empty_message_and_general_chat_has_no_tool_calls() -> None:
     events: list[StreamEvent] = [
         StartEvent(),
-        RoutedEvent("hi", decision(""), 1.0, ()),
+        RoutedEvent("hi", decision(None), 1.0, ()),
         ProgressEvent(Stage.GENERATION, 0, 1),
         ProgressEvent(Stage.GENERATION, 1, 1),
         DoneEvent("m"),

@@ -16,9 +16,9 @@ from backend.domain.errors import InvalidRequest
 from backend.domain.events import CitationsEvent, TokenEvent
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.retrieval import RagRunSpec
+from backend.domain.worker import Worker
 from backend.infrastructure.agents.rag_factory.builders import AgentResources
 from backend.infrastructure.agents.rag_factory.manager import RAGAgentManager
-from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
 from backend.infrastructure.llm.extractive import ExtractiveAnswerer
 from tests.support.fakes import FakeAgent, evidence
@@ -39,9 +39,8 @@ def build(tmp_path: Path) -> tuple[ChatStreamExecutor, FakeAgent]:
     path = tmp_path / "kbs.toml"
     path.write_text(REGISTRY)
     file_registry = KnowledgeBaseRegistry.from_file(path)
-    registry = static_catalog(file_registry.list())
     agent = FakeAgent(results=[evidence("c1", "generic evidence")])
-    pool = RAGAgentManager(registry, {"naive_rag_agent": lambda kb, res: agent}, AgentResources(None, None))  # type: ignore[arg-type]
+    pool = RAGAgentManager({"naive_rag_agent": lambda kb, res: agent}, AgentResources(None, None))  # type: ignore[arg-type]
     handlers = KnowledgeBaseHandlerFactory.from_knowledge_bases(file_registry.list())
     generator = AnswerGenerator(None, ExtractiveAnswerer())
     rag = RagManager(pool, RetrievalLimits())
@@ -49,7 +48,7 @@ def build(tmp_path: Path) -> tuple[ChatStreamExecutor, FakeAgent]:
 
 
 def request(kb: str) -> GenerationRequest:
-    spec = RagRunSpec("naive_rag_agent", f"{kb}:naive_rag_agent:retrieve_only")
+    spec = RagRunSpec(Worker(KnowledgeBase(kb), "naive_rag_agent"))
     return GenerationRequest(RequestContext("r", "u", "s"), "how much is the mill tour?", kb, (spec,))
 
 

@@ -21,7 +21,9 @@ from backend.domain.events import (
     StartEvent,
     TokenEvent,
 )
+from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.routing import RouteDecision
+from backend.domain.worker import Worker
 from backend.server.api.openai_facade.catalog import find_model, models_for
 from backend.server.api.openai_facade.chunks import CompletionChunks
 from backend.server.api.openai_facade.citations import annotations_for, document_url, marker_span
@@ -221,7 +223,7 @@ def decode(frames: bytes) -> list[Any]:
 
 
 def routed(kb: str = "orchard") -> RoutedEvent:
-    decision = RouteDecision(kb, kb, kb, 1.0, "requested", "", f"{kb}:naive_rag_agent:retrieve_only")
+    decision = RouteDecision(kb, kb, kb, 1.0, "requested", "", Worker(KnowledgeBase(kb), "naive_rag_agent"))
     return RoutedEvent("q", decision)
 
 

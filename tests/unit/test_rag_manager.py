@@ -1,4 +1,4 @@
-"""RagManager and the agent pool: fan-out, timeouts, dedup, cancellation, validation."""
+"""RagManager and the agent pool: fan-out, timeouts, dedup, cancellation, pooling."""
 
 import asyncio
 
@@ -7,27 +7,20 @@ import pytest
 from backend.application.ports.generation import GenerationRequest
 from backend.application.rag.rag_manager import RagManager, RetrievalLimits
 from backend.domain.context import RequestContext
-from backend.domain.errors import (
-    AgentUnavailable,
-    InvalidWorkerName,
-    RetrievalFailed,
-    UnknownAgentType,
-    UnknownKnowledgeBase,
-)
+from backend.domain.errors import RetrievalFailed
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.retrieval import AgentRun, RagRunSpec, RetrievalResult
-from backend.domain.worker_name import ParsedWorkerName
+from backend.domain.worker import Worker
 from backend.infrastructure.agents.rag_factory.builders import AgentResources
 from backend.infrastructure.agents.rag_factory.manager import RAGAgentManager
-from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from tests.support.fakes import FakeAgent, evidence
 
-CATALOG = static_catalog([KnowledgeBase("kb1", default_agent="naive_rag_agent"), KnowledgeBase("kb2")])
+KBS = {"kb1": KnowledgeBase("kb1", default_agent="naive_rag_agent"), "kb2": KnowledgeBase("kb2")}
 
 
 def make_manager(agents: dict[str, FakeAgent], timeout_s: float = 1.0, max_agents: int = 64) -> RagManager:
     builders = {agent_type: (lambda kb, res, a=agent: a) for agent_type, agent in agents.items()}
-    pool = RAGAgentManager(CATALOG, builders, AgentResources(None, None), max_agents)  # type: ignore[arg-type]
+    pool = RAGAgentManager(builders, AgentResources(None, None), max_agents)  # type: ignore[arg-type]
     return RagManager(pool, RetrievalLimits(agent_timeout_s=timeout_s))
 
 
@@ -36,7 +29,7 @@ def request(*specs: RagRunSpec, kb: str = "kb1") -> GenerationRequest:
 
 
 def spec(agent_type: str, kb: str = "kb1") -> RagRunSpec:
-    return RagRunSpec(agent_type, f"{kb}:{agent_type}:retrieve_only")
+    return RagRunSpec(Worker(KBS[kb], agent_type))
 
 
 async def retrieve_plan(manager: RagManager, plan: GenerationRequest) -> tuple[list[AgentRun], list[RetrievalResult]]:
@@ -104,30 +97,6 @@ async def test_leaving_iteration_early_cancels_the_rest() -> None:
     assert slow.cancelled == 1
 
 
-@pytest.mark.parametrize(
-    ("worker_name", "error"),
-    [
-        ("nokb:naive_rag_agent:retrieve_only", UnknownKnowledgeBase),
-        ("kb1:chat_agent:retrieve_only", UnknownAgentType),
-        ("kb1:graph_agent:retrieve_only", AgentUnavailable),
-        ("kb1:naive_rag_agent:stream", InvalidWorkerName),
-        ("a:b:c:d", InvalidWorkerName),
-    ],
-)
-async def test_plans_are_validated_before_anything_runs(worker_name: str, error: type[Exception]) -> None:
-    manager = make_manager({"naive_rag_agent": FakeAgent()})
-    with pytest.raises(error):
-        await manager.resolve_plan([RagRunSpec("naive_rag_agent", worker_name)], "kb1")
-
-
-async def test_worker_name_is_authoritative_over_agent_type_and_default_maps_to_the_default_kb() -> None:
-    catalog = static_catalog([KnowledgeBase("main", is_default=True)])
-    pool = RAGAgentManager(catalog, {"naive_rag_agent": lambda kb, res: FakeAgent()}, AgentResources(None, None))  # type: ignore[arg-type]
-    manager = RagManager(pool, RetrievalLimits())
-    (resolved,) = await manager.resolve_plan([RagRunSpec("graph_agent", "default:naive_rag_agent:retrieve_only")], "")
-    assert resolved == ParsedWorkerName("main", "naive_rag_agent", "retrieve_only")
-
-
 async def test_pool_reuses_one_agent_per_key_and_is_bounded() -> None:
     built: list[str] = []
 
@@ -135,10 +104,10 @@ async def test_pool_reuses_one_agent_per_key_and_is_bounded() -> None:
         built.append(kb.kb_prefix)
         return FakeAgent()
 
-    pool = RAGAgentManager(CATALOG, {"naive_rag_agent": build}, AgentResources(None, None), max_agents=1)  # type: ignore[arg-type]
-    first = await asyncio.gather(*(pool.get_agent(ParsedWorkerName("kb1", "naive_rag_agent")) for _ in range(20)))
+    pool = RAGAgentManager({"naive_rag_agent": build}, AgentResources(None, None), max_agents=1)  # type: ignore[arg-type]
+    first = await asyncio.gather(*(pool.get_agent(Worker(KBS["kb1"], "naive_rag_agent")) for _ in range(20)))
     assert len({id(agent) for agent in first}) == 1 and built == ["kb1"]
-    await pool.get_agent(ParsedWorkerName("kb2", "naive_rag_agent"))
+    await pool.get_agent(Worker(KBS["kb2"], "naive_rag_agent"))
     assert len(pool) == 1  # kb1's agent was evicted
-    await pool.get_agent(ParsedWorkerName("kb1", "naive_rag_agent"))
+    await pool.get_agent(Worker(KBS["kb1"], "naive_rag_agent"))
     assert built == ["kb1", "kb2", "kb1"]

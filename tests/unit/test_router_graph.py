@@ -6,11 +6,14 @@ from collections.abc import Sequence
 import pytest
 
 from backend.application.ports.chat_model import ChatTurn, ModelDelta
-from backend.domain.errors import UnknownAgentType, UnknownKnowledgeBase
+from backend.application.routing.policy import RoutingPolicy, RoutingSettings
+from backend.domain.agent_types import KNOWN_AGENT_TYPES
+from backend.domain.errors import AgentUnavailable
 from backend.domain.knowledge_base import KnowledgeBase
+from backend.domain.routing import RequestedRoute
 from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier, parse_routing_reply
-from backend.infrastructure.routing.router_graph import RouterGraph, RoutingPolicy
+from backend.infrastructure.routing.router_graph import RouterGraph
 
 KBS = [
     KnowledgeBase(
@@ -23,8 +26,20 @@ KBS = [
 ]
 
 
-def router(policy: RoutingPolicy | None = None, classifier: LlmIntentClassifier | None = None) -> RouterGraph:
-    return RouterGraph(static_catalog(KBS), policy or RoutingPolicy(), classifier)
+def router(
+    settings: RoutingSettings | None = None,
+    classifier: LlmIntentClassifier | None = None,
+    llm_timeout_s: float = 5.0,
+    available: frozenset[str] = KNOWN_AGENT_TYPES,
+) -> RouterGraph:
+    policy = RoutingPolicy(settings or RoutingSettings(), available)
+    return RouterGraph(static_catalog(KBS), policy, classifier, llm_timeout_s)
+
+
+def asked(kb_prefix: str | None, agent_type: str | None) -> RequestedRoute:
+    """What the turn's validation hands the router: the requested KB resolved."""
+    kb = next((kb for kb in KBS if kb.kb_prefix == kb_prefix), None)
+    return RequestedRoute(kb_prefix, agent_type, kb)
 
 
 class ScriptedModel:
@@ -55,7 +70,7 @@ class ScriptedModel:
 
 async def test_keyword_match_routes_to_the_kb_with_its_default_agent() -> None:
     decision = await router().route(
-        message="When is the exam for this course?", session_id="s", requested_kb=None, agent_type=None
+        message="When is the exam for this course?", session_id="s", requested=asked(None, None)
     )
     assert decision.kb_prefix == "edu"
     assert decision.routed_kb_prefix == "edu"
@@ -67,53 +82,47 @@ async def test_keyword_match_routes_to_the_kb_with_its_default_agent() -> None:
 
 async def test_requested_agent_type_is_used_and_default_is_hybrid() -> None:
     chosen = await router().route(
-        message="which director made it", session_id="s", requested_kb="movie", agent_type="graph_agent"
+        message="which director made it", session_id="s", requested=asked("movie", "graph_agent")
     )
     assert chosen.worker_name == "movie:graph_agent:retrieve_only"
-    default = await router().route(
-        message="which director made it", session_id="s", requested_kb="movie", agent_type=None
-    )
+    default = await router().route(message="which director made it", session_id="s", requested=asked("movie", None))
     assert default.worker_name == "movie:hybrid_agent:retrieve_only"
 
 
 async def test_no_match_and_no_request_is_general_chat() -> None:
-    decision = await router().route(
-        message="hello there, how are you?", session_id="s", requested_kb=None, agent_type=None
-    )
+    decision = await router().route(message="hello there, how are you?", session_id="s", requested=asked(None, None))
     assert decision.kb_prefix == "general"
     assert decision.worker_name == ""
     assert decision.is_general
 
 
 async def test_explicit_general_request_is_general() -> None:
-    decision = await router().route(
-        message="exam course tuition", session_id="s", requested_kb="general", agent_type=None
-    )
+    decision = await router().route(message="exam course tuition", session_id="s", requested=asked("general", None))
     assert decision.worker_name == ""
 
 
 async def test_auto_route_off_keeps_the_requested_kb_or_general() -> None:
-    off = RoutingPolicy(auto_route=False)
-    kept = await router(off).route(message="which film won", session_id="s", requested_kb="edu", agent_type=None)
+    off = RoutingSettings(auto_route=False)
+    kept = await router(off).route(message="which film won", session_id="s", requested=asked("edu", None))
     assert kept.kb_prefix == "edu"
     assert kept.routed_kb_prefix == "movie"  # detected, but the policy ignores it
-    general = await router(off).route(message="which film won", session_id="s", requested_kb=None, agent_type=None)
+    general = await router(off).route(message="which film won", session_id="s", requested=asked(None, None))
     assert general.kb_prefix == "general"
     assert general.worker_name == ""
 
 
 async def test_routed_kb_replaces_requested_only_with_override_and_enough_confidence() -> None:
     message = "which film director won the movie award"
-    no_override = await router(RoutingPolicy(allow_override=False)).route(
-        message=message, session_id="s", requested_kb="edu", agent_type=None
+    no_override = await router(RoutingSettings(allow_override=False)).route(
+        message=message, session_id="s", requested=asked("edu", None)
     )
     assert no_override.kb_prefix == "edu"
-    override = await router(RoutingPolicy(allow_override=True, min_confidence=0.75)).route(
-        message=message, session_id="s", requested_kb="edu", agent_type=None
+    override = await router(RoutingSettings(allow_override=True, min_confidence=0.75)).route(
+        message=message, session_id="s", requested=asked("edu", None)
     )
     assert override.kb_prefix == "movie"
-    too_strict = await router(RoutingPolicy(allow_override=True, min_confidence=0.99)).route(
-        message=message, session_id="s", requested_kb="edu", agent_type=None
+    too_strict = await router(RoutingSettings(allow_override=True, min_confidence=0.99)).route(
+        message=message, session_id="s", requested=asked("edu", None)
     )
     assert too_strict.kb_prefix == "edu"
 
@@ -121,31 +130,33 @@ async def test_routed_kb_replaces_requested_only_with_override_and_enough_confid
 async def test_min_confidence_zero_is_legal_and_accepts_weak_matches() -> None:
     # Only a description word matches: a weak heuristic guess.
     message = "tell me about universities and their actors"
-    strict = await router(RoutingPolicy(min_confidence=0.75)).route(
-        message=message, session_id="s", requested_kb=None, agent_type=None
+    strict = await router(RoutingSettings(min_confidence=0.75)).route(
+        message=message, session_id="s", requested=asked(None, None)
     )
-    lenient = await router(RoutingPolicy(min_confidence=0.0)).route(
-        message=message, session_id="s", requested_kb=None, agent_type=None
+    lenient = await router(RoutingSettings(min_confidence=0.0)).route(
+        message=message, session_id="s", requested=asked(None, None)
     )
     assert strict.kb_prefix == "general"
     assert lenient.kb_prefix in {"edu", "movie"}
     assert lenient.confidence < 0.75
 
 
-async def test_unknown_requested_kb_and_agent_type_are_rejected() -> None:
-    with pytest.raises(UnknownKnowledgeBase):
-        await router().route(message="x", session_id="s", requested_kb="nope", agent_type=None)
-    with pytest.raises(UnknownAgentType):
-        await router().route(message="x", session_id="s", requested_kb="edu", agent_type="chat_agent")
+async def test_a_default_agent_the_deployment_does_not_run_is_refused() -> None:
+    graph = router(available=frozenset({"hybrid_agent"}))
+    with pytest.raises(AgentUnavailable, match="naive_rag_agent"):  # edu's default agent
+        await graph.route(message="x", session_id="s", requested=asked("edu", None))
+    movie = await graph.route(message="x", session_id="s", requested=asked("movie", None))
+    assert movie.worker is not None and movie.worker.kb == KBS[1]
+    assert movie.to_dict()["worker_name"] == "movie:hybrid_agent:retrieve_only"
 
 
 async def test_model_is_asked_only_when_the_heuristic_is_unsure() -> None:
     model = ScriptedModel('{"kb_prefix": "movie", "confidence": 0.9, "reason": "asks about cinema"}')
     graph = router(classifier=LlmIntentClassifier(model))
-    confident = await graph.route(message="exam course dates", session_id="s", requested_kb=None, agent_type=None)
+    confident = await graph.route(message="exam course dates", session_id="s", requested=asked(None, None))
     assert confident.method == "heuristic" and model.calls == 0
     unsure = await graph.route(
-        message="who played the lead in Casablanca?", session_id="s", requested_kb=None, agent_type=None
+        message="who played the lead in Casablanca?", session_id="s", requested=asked(None, None)
     )
     assert model.calls == 1
     assert (unsure.method, unsure.kb_prefix, unsure.confidence) == ("llm", "movie", 0.9)
@@ -154,9 +165,9 @@ async def test_model_is_asked_only_when_the_heuristic_is_unsure() -> None:
 
 async def test_model_timeout_gives_method_timeout_with_zero_confidence() -> None:
     model = ScriptedModel('{"kb_prefix": "movie", "confidence": 0.9}', delay_s=1.0)
-    graph = router(RoutingPolicy(llm_timeout_s=0.05), LlmIntentClassifier(model))
+    graph = router(classifier=LlmIntentClassifier(model), llm_timeout_s=0.05)
     decision = await graph.route(
-        message="who played the lead in Casablanca?", session_id="s", requested_kb=None, agent_type=None
+        message="who played the lead in Casablanca?", session_id="s", requested=asked(None, None)
     )
     assert decision.method == "timeout"
     assert decision.confidence == 0.0
@@ -167,7 +178,7 @@ async def test_model_error_falls_back_to_the_heuristic() -> None:
     model = ScriptedModel(fail=RuntimeError("boom"))
     graph = router(classifier=LlmIntentClassifier(model))
     decision = await graph.route(
-        message="who played the lead in Casablanca?", session_id="s", requested_kb=None, agent_type=None
+        message="who played the lead in Casablanca?", session_id="s", requested=asked(None, None)
     )
     assert decision.method == "fallback"
     assert "RuntimeError" in decision.reason
@@ -175,8 +186,8 @@ async def test_model_error_falls_back_to_the_heuristic() -> None:
 
 async def test_model_is_not_asked_when_it_cannot_change_the_outcome() -> None:
     model = ScriptedModel('{"kb_prefix": "movie", "confidence": 0.9}')
-    graph = router(RoutingPolicy(allow_override=False), LlmIntentClassifier(model))
-    await graph.route(message="who played the lead?", session_id="s", requested_kb="edu", agent_type=None)
+    graph = router(RoutingSettings(allow_override=False), LlmIntentClassifier(model))
+    await graph.route(message="who played the lead?", session_id="s", requested=asked("edu", None))
     assert model.calls == 0
 
 
@@ -210,13 +221,11 @@ CONCURRENT = [
 
 
 async def test_concurrent_messages_share_graph_runs_and_get_the_decisions_they_get_alone() -> None:
-    graph = router(RoutingPolicy(allow_override=True))
-    alone = [
-        await graph.route(message=m, session_id="s", requested_kb=kb, agent_type=agent) for m, kb, agent in CONCURRENT
-    ]
+    graph = router(RoutingSettings(allow_override=True))
+    alone = [await graph.route(message=m, session_id="s", requested=asked(kb, agent)) for m, kb, agent in CONCURRENT]
     runs_before = graph.shared_runs.runs
     together = await asyncio.gather(
-        *(graph.route(message=m, session_id="s", requested_kb=kb, agent_type=agent) for m, kb, agent in CONCURRENT * 5)
+        *(graph.route(message=m, session_id="s", requested=asked(kb, agent)) for m, kb, agent in CONCURRENT * 5)
     )
     assert together == alone * 5
     assert {decision.kb_prefix for decision in alone} == {"edu", "movie", "general"}  # the mix is varied
@@ -227,11 +236,11 @@ async def test_a_message_the_model_may_classify_runs_alone_so_others_never_wait_
     model = ScriptedModel('{"kb_prefix": "movie", "confidence": 0.9}', delay_s=0.5)
     graph = router(classifier=LlmIntentClassifier(model))
     slow = asyncio.create_task(
-        graph.route(message="who played the lead in Casablanca?", session_id="s", requested_kb=None, agent_type=None)
+        graph.route(message="who played the lead in Casablanca?", session_id="s", requested=asked(None, None))
     )
     await asyncio.sleep(0.01)  # the slow one is waiting for the model now
     started = asyncio.get_running_loop().time()
-    general = await graph.route(message="hello there", session_id="s", requested_kb="general", agent_type=None)
+    general = await graph.route(message="hello there", session_id="s", requested=asked("general", None))
     assert general.worker_name == "" and asyncio.get_running_loop().time() - started < 0.25
     assert not slow.done()
     assert (await slow).method == "llm" and model.calls == 1

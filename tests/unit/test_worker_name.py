@@ -1,6 +1,7 @@
 import pytest
 
-from backend.domain.worker_name import ParsedWorkerName, format_worker_name, parse_worker_name
+from backend.domain.knowledge_base import KnowledgeBase
+from backend.domain.worker import ParsedWorkerName, Worker, parse_worker_name
 
 
 @pytest.mark.parametrize("raw", ["", "   ", None])
@@ -19,7 +20,6 @@ def test_two_parts_are_kb_and_agent() -> None:
 def test_three_parts_with_retrieve_only() -> None:
     parsed = parse_worker_name(" edu : naive_rag_agent : retrieve_only ")
     assert parsed == ParsedWorkerName("edu", "naive_rag_agent", "retrieve_only")
-    assert parsed.pool_key == "edu:naive_rag_agent:retrieve_only"
 
 
 def test_three_parts_with_empty_mode_means_retrieve_only() -> None:
@@ -38,6 +38,6 @@ def test_more_than_three_parts_are_rejected(raw: str) -> None:
         parse_worker_name(raw)
 
 
-def test_format_uses_default_for_the_unprefixed_kb() -> None:
-    assert format_worker_name("", "graph_agent") == "default:graph_agent:retrieve_only"
-    assert format_worker_name("edu", "graph_agent") == "edu:graph_agent:retrieve_only"
+def test_a_worker_renders_its_name_with_default_for_the_unprefixed_kb() -> None:
+    assert Worker(KnowledgeBase(""), "graph_agent").name == "default:graph_agent:retrieve_only"
+    assert Worker(KnowledgeBase("edu"), "graph_agent").name == "edu:graph_agent:retrieve_only"

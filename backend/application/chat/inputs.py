@@ -23,11 +23,3 @@ class ChatInput:
     # what the model sees instead of the stored conversation: stateless callers (the OpenAI facade)
     # carry the conversation in each request. The turn itself is still stored as usual.
     history: tuple[HistoryTurn, ...] | None = None
-
-
-@dataclass(frozen=True, slots=True)
-class RequestedRoute:
-    """The caller's wishes after validation: a known KB (or general/none) and a supported agent type."""
-
-    kb_prefix: str | None
-    agent_type: str | None

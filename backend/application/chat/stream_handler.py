@@ -205,8 +205,7 @@ class StreamHandler:
         draft.decision = await self._router.route(
             message=turn.message,
             session_id=turn.context.session_id,
-            requested_kb=turn.requested.kb_prefix,
-            agent_type=turn.requested.agent_type,
+            requested=turn.requested,
         )
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
         yield ProgressEvent(Stage.ROUTING, completed=1, total=1)

@@ -10,26 +10,19 @@ from collections.abc import Collection
 from dataclasses import dataclass, field
 from typing import Any
 
-from backend.application.chat.inputs import SESSION_ID_PATTERN, ChatInput, RequestedRoute
+from backend.application.chat.inputs import SESSION_ID_PATTERN, ChatInput
 from backend.application.ports.conversation_store import ConversationStore
 from backend.application.ports.generation import GenerationRequest, HistoryTurn
 from backend.application.ports.knowledge_bases import KnowledgeBaseCatalog
-from backend.domain.agent_types import is_known_agent_type
+from backend.domain.agent_types import require_available
 from backend.domain.context import RequestContext
 from backend.domain.conversation import Citation, NewMessage, Role, StoredMessage
-from backend.domain.errors import (
-    AgentUnavailable,
-    InvalidRequest,
-    InvalidWorkerName,
-    RequestIdReused,
-    UnknownAgentType,
-    UnknownKnowledgeBase,
-)
+from backend.domain.errors import InvalidRequest, InvalidWorkerName, RequestIdReused, UnknownKnowledgeBase
 from backend.domain.generation import GenerationMode
 from backend.domain.knowledge_base import GENERAL_KB
 from backend.domain.retrieval import RagRunSpec
-from backend.domain.routing import RouteDecision
-from backend.domain.worker_name import parse_worker_name
+from backend.domain.routing import RequestedRoute, RouteDecision
+from backend.domain.worker import parse_worker_name
 
 _HISTORY_ROLES = frozenset({Role.USER, Role.ASSISTANT})
 
@@ -94,11 +87,14 @@ class TurnService:
         if chat_input.history is not None and any(turn.role not in _HISTORY_ROLES for turn in chat_input.history):
             raise InvalidRequest("history may only hold user and assistant turns")
         kb_prefix, agent_type = self._requested(chat_input)
-        if kb_prefix not in (None, "", GENERAL_KB) and await self._catalog.get(kb_prefix) is None:
-            raise UnknownKnowledgeBase(f"unknown knowledge base {kb_prefix!r}")
+        kb = None
+        if kb_prefix not in (None, "", GENERAL_KB):
+            kb = await self._catalog.get(kb_prefix)
+            if kb is None:
+                raise UnknownKnowledgeBase(f"unknown knowledge base {kb_prefix!r}")
         if agent_type:
-            self._check_agent_type(agent_type)
-        return RequestedRoute(kb_prefix or None, agent_type or None)
+            require_available(agent_type, self._supported)
+        return RequestedRoute(kb_prefix or None, agent_type or None, kb)
 
     @staticmethod
     def _requested(chat_input: ChatInput) -> tuple[str | None, str | None]:
@@ -111,15 +107,6 @@ class TurnService:
         if not parsed.kb_prefix and not parsed.agent_type:
             return GENERAL_KB, None
         return parsed.kb_prefix or chat_input.kb_prefix, parsed.agent_type or chat_input.agent_type
-
-    def _check_agent_type(self, agent_type: str) -> None:
-        if not is_known_agent_type(agent_type):
-            raise UnknownAgentType(f"unknown agent_type {agent_type!r}")
-        if agent_type not in self._supported:
-            raise AgentUnavailable(
-                f"agent type {agent_type!r} is not available in this deployment; "
-                f"available: {', '.join(sorted(self._supported))}"
-            )
 
     async def prepare(self, context: RequestContext, chat_input: ChatInput) -> PreparedTurn:
         requested = await self.validate(chat_input)
@@ -174,10 +161,7 @@ def validate_session_id(session_id: str) -> None:
 
 def plan_for(decision: RouteDecision) -> tuple[RagRunSpec, ...]:
     """One retrieval for a KB route; none (general chat) when the router chose no worker."""
-    if decision.is_general:
-        return ()
-    parsed = parse_worker_name(decision.worker_name)
-    return (RagRunSpec(agent_type=parsed.agent_type, worker_name=decision.worker_name),)
+    return () if decision.worker is None else (RagRunSpec(decision.worker),)
 
 
 def generation_request(turn: PreparedTurn, decision: RouteDecision) -> GenerationRequest:

@@ -6,8 +6,9 @@ from dataclasses import replace
 
 from backend.application.ports.knowledge_bases import KnowledgeBaseCatalog
 from backend.application.ports.retrieval import RetrievalOutcome, Retriever
-from backend.domain.agent_types import is_known_agent_type
-from backend.domain.errors import InvalidRequest, UnknownAgentType, UnknownKnowledgeBase
+from backend.domain.agent_types import require_available
+from backend.domain.errors import InvalidRequest, UnknownKnowledgeBase
+from backend.domain.worker import Worker
 
 MAX_TOP_K = 50
 MAX_QUERY_CHARS = 4000
@@ -29,7 +30,6 @@ class RetrievalService:
         if kb is None:
             raise UnknownKnowledgeBase(f"unknown knowledge base {kb_prefix!r}")
         chosen = agent_type or kb.default_agent
-        if not is_known_agent_type(chosen):
-            raise UnknownAgentType(f"unknown agent_type {chosen!r}")
-        outcome = await self._retriever.retrieve(kb.kb_prefix, chosen, query.strip(), thread_id="retrieve")
+        require_available(chosen, self._retriever.available_agent_types)
+        outcome = await self._retriever.retrieve(Worker(kb, chosen), query.strip(), thread_id="retrieve")
         return replace(outcome, results=outcome.results[:top_k])

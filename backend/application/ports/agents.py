@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Protocol
 
 from backend.domain.retrieval import AgentTrace
-from backend.domain.worker_name import ParsedWorkerName
+from backend.domain.worker import Worker
 
 
 class PooledAgent(Protocol):
@@ -17,8 +17,9 @@ class PooledAgent(Protocol):
 class AgentPool(Protocol):
     """Agents keyed by worker name (`kb_prefix:agent_type:agent_mode`), never by session."""
 
-    async def resolve(self, worker: ParsedWorkerName) -> ParsedWorkerName:
-        """Validate a worker and return it with the KB's canonical prefix; raise a 4xx-type error otherwise."""
+    @property
+    def available_agent_types(self) -> tuple[str, ...]:
+        """The agent types this deployment runs."""
         ...
 
-    async def get_agent(self, worker: ParsedWorkerName) -> PooledAgent: ...
+    async def get_agent(self, worker: Worker) -> PooledAgent: ...

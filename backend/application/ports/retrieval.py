@@ -6,6 +6,7 @@ from dataclasses import dataclass, field
 from typing import Any, Protocol
 
 from backend.domain.retrieval import RetrievalResult
+from backend.domain.worker import Worker
 
 
 @dataclass(frozen=True, slots=True)
@@ -18,6 +19,9 @@ class RetrievalOutcome:
 
 
 class Retriever(Protocol):
-    async def retrieve(self, kb_prefix: str, agent_type: str, query: str, thread_id: str) -> RetrievalOutcome:
-        """Run one agent of one KB; unknown KB or agent type raise the usual 4xx-type errors."""
+    @property
+    def available_agent_types(self) -> tuple[str, ...]: ...
+
+    async def retrieve(self, worker: Worker, query: str, thread_id: str) -> RetrievalOutcome:
+        """Run one agent of one KB."""
         ...

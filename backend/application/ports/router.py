@@ -4,10 +4,26 @@ from __future__ import annotations
 
 from typing import Protocol
 
-from backend.domain.routing import RouteDecision
+from backend.domain.knowledge_base import KnowledgeBase
+from backend.domain.routing import IntentGuess, RequestedRoute, RouteDecision
+from backend.domain.worker import Worker
 
 
 class RouterPort(Protocol):
-    async def route(
-        self, *, message: str, session_id: str, requested_kb: str | None, agent_type: str | None
-    ) -> RouteDecision: ...
+    async def route(self, *, message: str, session_id: str, requested: RequestedRoute) -> RouteDecision: ...
+
+
+class RoutePolicy(Protocol):
+    """The decisions the router applies after intent detection (`application/routing/policy.py`)."""
+
+    def may_reroute(self, requested: RequestedRoute) -> bool:
+        """Whether a guess can change where the turn goes (else the request decides it)."""
+        ...
+
+    def decide_kb(self, requested: RequestedRoute, guess: IntentGuess) -> str:
+        """The prefix of the KB that serves the turn, or `GENERAL_KB`."""
+        ...
+
+    def select_worker(self, requested: RequestedRoute, kb: KnowledgeBase | None) -> Worker | None:
+        """The worker for the chosen KB; None for general chat. Raises the 4xx-type error of an unavailable agent."""
+        ...

@@ -1,4 +1,4 @@
-"""RagManager: resolve a plan to pooled agents, run them concurrently, aggregate their evidence."""
+"""RagManager: run a plan's workers on pooled agents concurrently, aggregate their evidence."""
 
 from __future__ import annotations
 
@@ -12,9 +12,9 @@ from backend.application.ports.agents import AgentPool
 from backend.application.ports.generation import GenerationRequest
 from backend.application.ports.retrieval import RetrievalOutcome
 from backend.application.rag.aggregation import aggregate
-from backend.domain.errors import GraphRagError, InvalidWorkerName, RetrievalFailed
-from backend.domain.retrieval import AgentRun, RagRunSpec, RetrievalResult
-from backend.domain.worker_name import ParsedWorkerName, parse_worker_name
+from backend.domain.errors import GraphRagError, RetrievalFailed
+from backend.domain.retrieval import AgentRun, RetrievalResult
+from backend.domain.worker import Worker
 
 logger = logging.getLogger(__name__)
 
@@ -33,27 +33,10 @@ class RagManager:
         self._pool = pool
         self._limits = limits
 
-    async def resolve_plan(self, plan: Sequence[RagRunSpec], kb_prefix: str) -> list[ParsedWorkerName]:
-        """Validate every spec up front (unknown KB or agent → a 4xx-type error, nothing runs)."""
-        return [await self._pool.resolve(self._worker_for(spec, kb_prefix)) for spec in plan]
-
-    @staticmethod
-    def _worker_for(spec: RagRunSpec, kb_prefix: str) -> ParsedWorkerName:
-        try:
-            parsed = parse_worker_name(spec.worker_name)
-        except ValueError as error:
-            raise InvalidWorkerName(str(error)) from error
-        return ParsedWorkerName(
-            kb_prefix=parsed.kb_prefix or kb_prefix,
-            agent_type=parsed.agent_type or spec.agent_type,
-            agent_mode=parsed.agent_mode,
-        )
-
     async def iter_runs(self, request: GenerationRequest) -> AsyncGenerator[AgentRun, None]:
         """Yield each agent's run as it completes. Leaving early cancels the agents still running."""
-        workers = await self.resolve_plan(request.plan, request.kb_prefix)
         thread_id = request.context.thread_id
-        tasks = [asyncio.create_task(self._run_one(worker, request.message, thread_id)) for worker in workers]
+        tasks = [asyncio.create_task(self._run_one(spec.worker, request.message, thread_id)) for spec in request.plan]
         try:
             for next_done in asyncio.as_completed(tasks):
                 yield await next_done
@@ -62,9 +45,9 @@ class RagManager:
                 task.cancel()
             await asyncio.gather(*tasks, return_exceptions=True)
 
-    async def _run_one(self, worker: ParsedWorkerName, query: str, thread_id: str) -> AgentRun:
+    async def _run_one(self, worker: Worker, query: str, thread_id: str) -> AgentRun:
         started = time.perf_counter()
-        worker_name = worker.pool_key
+        worker_name = worker.name
         try:
             agent = await self._pool.get_agent(worker)
             async with asyncio.timeout(self._limits.agent_timeout_s):
@@ -97,9 +80,12 @@ class RagManager:
             raise RetrievalFailed("retrieval failed: " + "; ".join(run.error or "" for run in runs))
         return aggregate(runs, self._limits.context_token_budget, self._limits.max_evidence)
 
-    async def retrieve(self, kb_prefix: str, agent_type: str, query: str, thread_id: str) -> RetrievalOutcome:
+    @property
+    def available_agent_types(self) -> tuple[str, ...]:
+        return self._pool.available_agent_types
+
+    async def retrieve(self, worker: Worker, query: str, thread_id: str) -> RetrievalOutcome:
         """One agent's evidence, without generation (implements the `Retriever` port)."""
-        worker = await self._pool.resolve(ParsedWorkerName(kb_prefix, agent_type))
         run = await self._run_one(worker, query, thread_id)
         if run.error is not None:
             raise RetrievalFailed(run.error)

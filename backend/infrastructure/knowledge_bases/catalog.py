@@ -20,7 +20,7 @@ from typing import Protocol
 
 from backend.domain.errors import Conflict, InvalidRequest, KnowledgeStoreUnavailable, StoreUnavailable
 from backend.domain.knowledge_base import KnowledgeBase, is_valid_kb_prefix
-from backend.domain.worker_name import DEFAULT_KB_ALIAS
+from backend.domain.worker import DEFAULT_KB_ALIAS
 from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
 
 logger = logging.getLogger(__name__)

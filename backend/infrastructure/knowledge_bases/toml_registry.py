@@ -10,7 +10,7 @@ from typing import Any
 from backend.domain.agent_types import DEFAULT_AGENT_TYPE, is_known_agent_type
 from backend.domain.errors import InvalidRequest
 from backend.domain.knowledge_base import KnowledgeBase, is_valid_kb_prefix
-from backend.domain.worker_name import DEFAULT_KB_ALIAS
+from backend.domain.worker import DEFAULT_KB_ALIAS
 
 
 class KnowledgeBaseRegistry:

@@ -6,9 +6,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 
 from backend.domain.knowledge_base import KnowledgeBase
-from backend.domain.routing import RouteMethod
+from backend.domain.routing import IntentGuess, RouteMethod
 from backend.graphrag_agent.text import content_terms, index_terms, is_cjk
-from backend.infrastructure.routing.intent import IntentGuess
 
 # At or above this the heuristic is trusted and no model is asked.
 CONFIDENT = 0.75

@@ -9,8 +9,7 @@ from typing import Any
 
 from backend.application.ports.chat_model import ChatModel, ChatTurn
 from backend.domain.knowledge_base import GENERAL_KB, KnowledgeBase
-from backend.domain.routing import RouteMethod
-from backend.infrastructure.routing.intent import IntentGuess
+from backend.domain.routing import IntentGuess, RouteMethod
 
 _JSON_OBJECT = re.compile(r"\{.*\}", re.DOTALL)
 _MAX_REASON_CHARS = 160

@@ -11,10 +11,7 @@ import asyncio
 from collections import OrderedDict
 from collections.abc import Mapping
 
-from backend.application.ports.knowledge_bases import KnowledgeBaseCatalog
-from backend.domain.agent_types import RETRIEVE_ONLY, is_known_agent_type
-from backend.domain.errors import AgentUnavailable, InvalidWorkerName, UnknownAgentType, UnknownKnowledgeBase
-from backend.domain.worker_name import ParsedWorkerName
+from backend.domain.worker import Worker
 from backend.graphrag_agent.ports import RetrievalAgent
 from backend.infrastructure.agents.rag_factory.builders import AgentBuilder, AgentResources
 
@@ -22,12 +19,10 @@ from backend.infrastructure.agents.rag_factory.builders import AgentBuilder, Age
 class RAGAgentManager:
     def __init__(
         self,
-        catalog: KnowledgeBaseCatalog,
         builders: Mapping[str, AgentBuilder],
         resources: AgentResources,
         max_agents: int = 64,
     ) -> None:
-        self._catalog = catalog
         self._builders = dict(builders)
         self._resources = resources
         self._max_agents = max_agents
@@ -41,25 +36,9 @@ class RAGAgentManager:
     def __len__(self) -> int:
         return len(self._agents)
 
-    async def resolve(self, worker: ParsedWorkerName) -> ParsedWorkerName:
-        """Validate a worker and return it with the KB's canonical prefix; raise a 4xx-type error otherwise."""
-        if worker.agent_mode != RETRIEVE_ONLY:
-            raise InvalidWorkerName(f"unsupported agent_mode {worker.agent_mode!r}")
-        kb = await self._catalog.get(worker.kb_prefix)
-        if kb is None:
-            raise UnknownKnowledgeBase(f"unknown knowledge base {worker.kb_prefix!r}")
-        if not is_known_agent_type(worker.agent_type):
-            raise UnknownAgentType(f"unknown agent_type {worker.agent_type!r}")
-        if worker.agent_type not in self._builders:
-            raise AgentUnavailable(
-                f"agent type {worker.agent_type!r} is not available in this deployment; "
-                f"available: {', '.join(self._builders)}"
-            )
-        return ParsedWorkerName(kb.kb_prefix, worker.agent_type, RETRIEVE_ONLY)
-
-    async def get_agent(self, worker: ParsedWorkerName) -> RetrievalAgent:
-        resolved = await self.resolve(worker)
-        key = resolved.pool_key
+    async def get_agent(self, worker: Worker) -> RetrievalAgent:
+        """The pooled agent of a resolved worker, built on first use (its KB and agent type are validated)."""
+        key = worker.name
         agent = self._agents.get(key)
         if agent is not None:
             self._agents.move_to_end(key)
@@ -67,9 +46,7 @@ class RAGAgentManager:
         async with self._lock:  # one build per key even when many requests arrive together
             agent = self._agents.get(key)
             if agent is None:
-                kb = await self._catalog.get(resolved.kb_prefix)
-                assert kb is not None  # resolve() checked it
-                agent = self._builders[resolved.agent_type](kb, self._resources)
+                agent = self._builders[worker.agent_type](worker.kb, self._resources)
                 self._agents[key] = agent
                 while len(self._agents) > self._max_agents:
                     self._agents.popitem(last=False)

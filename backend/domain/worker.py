@@ -1,24 +1,39 @@
-"""The worker_name protocol: `{kb_prefix}:{agent_type}:{agent_mode}` (SPEC §3)."""
+"""Which knowledge base and agent serve a turn (SPEC §3).
+
+A `Worker` is resolved and validated: its KB is the catalog's record and its agent type one the deployment runs.
+Its wire form, `worker_name` = `{kb_prefix}:{agent_type}:{agent_mode}`, is parsed once where a caller sends
+one (`parse_worker_name`) and rendered once (`Worker.name`) for responses, logs and the agent pool's key.
+"""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
 from backend.domain.agent_types import RETRIEVE_ONLY
+from backend.domain.knowledge_base import KnowledgeBase
 
 # The legacy KB name that means "the unprefixed (default) knowledge base".
 DEFAULT_KB_ALIAS = "default"
 
 
 @dataclass(frozen=True, slots=True)
+class Worker:
+    kb: KnowledgeBase
+    agent_type: str
+    mode: str = RETRIEVE_ONLY
+
+    @property
+    def name(self) -> str:
+        return f"{self.kb.kb_prefix or DEFAULT_KB_ALIAS}:{self.agent_type}:{self.mode}"
+
+
+@dataclass(frozen=True, slots=True)
 class ParsedWorkerName:
+    """A caller's worker name, split but not yet resolved: "" parts mean "not given"."""
+
     kb_prefix: str
     agent_type: str
     agent_mode: str = RETRIEVE_ONLY
-
-    @property
-    def pool_key(self) -> str:
-        return f"{self.kb_prefix}:{self.agent_type}:{self.agent_mode}"
 
 
 def parse_worker_name(worker_name: str | None) -> ParsedWorkerName:
@@ -41,7 +56,3 @@ def parse_worker_name(worker_name: str | None) -> ParsedWorkerName:
             raise ValueError(f"unsupported agent_mode {mode!r} in worker_name {raw!r}; only {RETRIEVE_ONLY!r}")
         return ParsedWorkerName(kb_prefix=parts[0], agent_type=parts[1], agent_mode=mode)
     raise ValueError(f"invalid worker_name {raw!r}: expected kb_prefix:agent_type:agent_mode")
-
-
-def format_worker_name(kb_prefix: str, agent_type: str) -> str:
-    return f"{kb_prefix or DEFAULT_KB_ALIAS}:{agent_type}:{RETRIEVE_ONLY}"
