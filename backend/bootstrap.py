@@ -64,7 +64,6 @@ from backend.infrastructure.knowledge.loaders import FileDocumentLoader
 from backend.infrastructure.knowledge_bases.catalog import KnowledgeBaseCatalog
 from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
 from backend.infrastructure.llm.accounted_model import AccountedChatModel
-from backend.infrastructure.llm.completion_adapter import CoreCompletionModel
 from backend.infrastructure.llm.extractive import ExtractiveAnswerer
 from backend.infrastructure.llm.openai_compatible import OpenAICompatibleChatModel
 from backend.infrastructure.native_threads import single_threaded_blas
@@ -237,12 +236,7 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
         catalog = knowledge.catalog
 
         generator = AnswerGenerator(model, ExtractiveAnswerer(), settings.history_token_budget)
-        resources = AgentResources(
-            knowledge.store,
-            knowledge.embedder,
-            settings.rag_top_k,
-            CoreCompletionModel(model) if model is not None else None,
-        )
+        resources = AgentResources(knowledge.store, knowledge.embedder, settings.rag_top_k, model)
         pool = RAGAgentManager(AGENT_BUILDERS, resources, settings.agent_pool_max)
         limits = RetrievalLimits(settings.rag_agent_timeout_s, settings.rag_context_token_budget, settings.rag_top_k)
         handlers = KnowledgeBaseHandlerFactory.from_knowledge_bases(knowledge.registry.list())

@@ -35,7 +35,7 @@ import openai
 import orjson
 from langchain_openai import ChatOpenAI
 
-from backend.application.ports.chat_model import ChatTurn
+from backend.domain.conversation import Message, Role
 from backend.infrastructure.llm import OpenAICompatibleChatModel
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -138,7 +138,7 @@ async def langchain(base_url: str) -> AsyncIterator[Consumer]:
 @asynccontextmanager
 async def adapter(base_url: str) -> AsyncIterator[Consumer]:
     model = OpenAICompatibleChatModel(base_url, API_KEY, MODEL)
-    turns = [ChatTurn("user", QUESTION)]
+    turns = [Message(Role.USER, QUESTION)]
 
     async def consume() -> int:
         count = 0

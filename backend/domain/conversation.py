@@ -1,4 +1,4 @@
-"""Conversation history records."""
+"""Conversation messages: what a chat model reads, and the history records a conversation stores."""
 
 from __future__ import annotations
 
@@ -13,6 +13,19 @@ class Role(StrEnum):
     USER = "user"
     ASSISTANT = "assistant"
     SYSTEM = "system"
+
+
+@dataclass(frozen=True, slots=True)
+class Message:
+    """One message as a chat model reads it: who says it and what.
+
+    The one shape of a prompt's messages, of a turn's history and of what the model clients send, so that no
+    layer converts between look-alikes. A stored message (`StoredMessage`) has the same two fields besides its ids
+    and metadata.
+    """
+
+    role: Role
+    content: str
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,8 @@ import re
 from dataclasses import dataclass
 from typing import Protocol
 
-from backend.graphrag_agent.model import MODEL_FAILURES, CompletionModel, PromptMessage, parse_json_object, string_list
+from backend.domain.conversation import Message, Role
+from backend.graphrag_agent.model import MODEL_FAILURES, CompletionModel, parse_json_object, string_list
 from backend.graphrag_agent.text import STOPWORDS, content_terms, is_cjk
 
 logger = logging.getLogger(__name__)
@@ -151,7 +152,7 @@ class LlmKeywordExtractor:
         self._timeout_s = timeout_s
 
     async def extract(self, query: str) -> Keywords:
-        messages = [PromptMessage("system", KEYWORD_PROMPT), PromptMessage("user", query)]
+        messages = [Message(Role.SYSTEM, KEYWORD_PROMPT), Message(Role.USER, query)]
         try:
             async with asyncio.timeout(self._timeout_s):
                 answer = await self._model.complete(messages)

@@ -1,7 +1,8 @@
 """The little the core needs from a language model, and a tolerant reader of its JSON answers.
 
-The core cannot import the infrastructure's chat model; the composition root adapts it to
-`CompletionModel`. Model failures are expected to surface as `ModelError` (or `TimeoutError` when
+The core cannot import the application's chat model port, so it declares the one method it uses,
+`CompletionModel`; a chat model is one as it is (both speak the domain's `Message`), and the composition
+root hands it over unwrapped. Model failures are expected to surface as `ModelError` (or `TimeoutError` when
 the core's own time limit expires); callers fall back to their offline method on either.
 """
 
@@ -10,9 +11,9 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import Any, Protocol
 
+from backend.domain.conversation import Message
 from backend.domain.errors import ModelError
 
 # What a caller treats as "the model did not help": fall back instead of failing the retrieval.
@@ -21,16 +22,8 @@ MODEL_FAILURES: tuple[type[Exception], ...] = (ModelError, TimeoutError)
 _FENCE = re.compile(r"```(?:json)?\s*(.*?)```", re.DOTALL | re.IGNORECASE)
 
 
-@dataclass(frozen=True, slots=True)
-class PromptMessage:
-    """One message to the model; `role` is "system", "user" or "assistant"."""
-
-    role: str
-    content: str
-
-
 class CompletionModel(Protocol):
-    async def complete(self, messages: Sequence[PromptMessage]) -> str:
+    async def complete(self, messages: Sequence[Message]) -> str:
         """The model's whole answer; raises `ModelError` on any failure."""
         ...
 

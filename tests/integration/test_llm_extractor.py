@@ -14,8 +14,9 @@ from typing import Any
 
 import pytest
 
-from backend.application.ports.chat_model import ChatTurn, ModelDelta
+from backend.application.ports.chat_model import ModelDelta
 from backend.domain import ids
+from backend.domain.conversation import Message
 from backend.domain.errors import ModelError
 from backend.domain.graph import ChunkRecord, DocumentRecord, Extraction
 from backend.graphrag_agent.chunking import chunk_text
@@ -185,7 +186,7 @@ class InFlight:
     def model_name(self) -> str:
         return self.inner.model_name
 
-    async def complete(self, messages: Sequence[ChatTurn]) -> str:
+    async def complete(self, messages: Sequence[Message]) -> str:
         self.current += 1
         self.peak = max(self.peak, self.current)
         try:
@@ -193,7 +194,7 @@ class InFlight:
         finally:
             self.current -= 1
 
-    def stream(self, messages: Sequence[ChatTurn]) -> AsyncGenerator[ModelDelta, None]:
+    def stream(self, messages: Sequence[Message]) -> AsyncGenerator[ModelDelta, None]:
         return self.inner.stream(messages)
 
     async def aclose(self) -> None:

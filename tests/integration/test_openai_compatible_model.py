@@ -12,13 +12,14 @@ from typing import Any
 
 import pytest
 
-from backend.application.ports.chat_model import ChatModel, ChatTurn, ModelDelta
+from backend.application.ports.chat_model import ChatModel, ModelDelta
+from backend.domain.conversation import Message, Role
 from backend.domain.errors import ModelError
 from backend.infrastructure.llm import OpenAICompatibleChatModel
 from tests.support.scripted_llm import Reply, ScriptedLLM
 
 API_KEY = "sk-test-SECRET-0123456789"
-QUESTION = [ChatTurn("system", "Be brief."), ChatTurn("user", "What is GraphRAG?")]
+QUESTION = [Message(Role.SYSTEM, "Be brief."), Message(Role.USER, "What is GraphRAG?")]
 FAST_RETRY = {"retry-after-ms": "10"}  # the SDK honours it, so retry tests do not sleep for seconds
 
 ModelFactory = Callable[..., OpenAICompatibleChatModel]

@@ -19,8 +19,9 @@ import backend.domain.text
 import backend.infrastructure.extraction.llm_extractor
 import backend.server.api.openai_facade.errors  # noqa: F401
 from backend.application.chat.inputs import ChatInput
-from backend.application.ports.chat_model import ChatTurn, ModelDelta
+from backend.application.ports.chat_model import ModelDelta
 from backend.domain.context import RequestContext
+from backend.domain.conversation import Message
 from backend.domain.errors import (
     GraphRagError,
     KnowledgeStoreUnavailable,
@@ -182,7 +183,7 @@ async def test_an_unexpected_error_is_a_500_with_the_request_id_and_the_cause_in
 
 
 class UnreachableModel(FakeChatModel):
-    async def stream(self, messages: Sequence[ChatTurn]) -> AsyncIterator[ModelDelta]:
+    async def stream(self, messages: Sequence[Message]) -> AsyncIterator[ModelDelta]:
         raise ModelError(MODEL_CAUSE)
         yield  # an async generator, as the model port's stream is
 
@@ -246,7 +247,7 @@ class FailingModel(FakeChatModel):
         super().__init__()
         self.error = error
 
-    async def stream(self, messages: Sequence[ChatTurn]) -> AsyncIterator[ModelDelta]:
+    async def stream(self, messages: Sequence[Message]) -> AsyncIterator[ModelDelta]:
         raise self.error
         yield  # an async generator, as the model port's stream is
 

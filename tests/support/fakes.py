@@ -6,7 +6,8 @@ import asyncio
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 
-from backend.application.ports.chat_model import ChatTurn, ModelDelta
+from backend.application.ports.chat_model import ModelDelta
+from backend.domain.conversation import Message
 from backend.domain.errors import ModelError
 from backend.domain.retrieval import EvidenceSource, Granularity, RetrievalResult
 from backend.graphrag_agent.ports import AgentTrace
@@ -54,20 +55,20 @@ class FakeChatModel:
     deltas: Sequence[str] = ("Hello", " there", "!")
     fail_after: int | None = None
     delay_s: float = 0.0
-    prompts: list[list[ChatTurn]] = field(default_factory=list)
+    prompts: list[list[Message]] = field(default_factory=list)
     closed_streams: int = 0
 
     @property
     def model_name(self) -> str:
         return "fake"
 
-    async def complete(self, messages: Sequence[ChatTurn]) -> str:
+    async def complete(self, messages: Sequence[Message]) -> str:
         self.prompts.append(list(messages))
         if self.fail_after is not None:
             raise ModelError("model returned HTTP 500")
         return "".join(self.deltas)
 
-    async def stream(self, messages: Sequence[ChatTurn]) -> AsyncIterator[ModelDelta]:
+    async def stream(self, messages: Sequence[Message]) -> AsyncIterator[ModelDelta]:
         self.prompts.append(list(messages))
         try:
             for index, text in enumerate(self.deltas):

@@ -11,10 +11,9 @@ from backend.application.chat.budgets import BudgetPolicy
 from backend.application.chat.debug_middleware import TRUNCATE_CHARS, DebugMiddleware
 from backend.application.chat.inputs import ChatInput
 from backend.application.chat.pipeline import EventOutcome, EventPipeline, Run, RunOutcome
-from backend.application.ports.chat_model import ChatTurn
 from backend.domain.budget import RequestBudget, budget_scope, current_budget
 from backend.domain.context import RequestContext
-from backend.domain.conversation import Role
+from backend.domain.conversation import Message, Role
 from backend.domain.debug import DebugLevel
 from backend.domain.errors import BudgetExceeded
 from backend.domain.events import (
@@ -230,8 +229,8 @@ async def test_each_request_has_its_own_budget() -> None:
 async def test_model_calls_are_logged_and_recorded_with_secrets_masked(caplog: pytest.LogCaptureFixture) -> None:
     model = AccountedChatModel(FakeChatModel(deltas=("ok",)), secrets=["sk-live-0123456789abcdef"])
     leaky = [
-        ChatTurn("system", "use api_key=sk-live-0123456789abcdef and Authorization: Bearer tok-987654321"),
-        ChatTurn("user", 'my {"password": "hunter22"} and the key sk-live-0123456789abcdef'),
+        Message(Role.SYSTEM, "use api_key=sk-live-0123456789abcdef and Authorization: Bearer tok-987654321"),
+        Message(Role.USER, 'my {"password": "hunter22"} and the key sk-live-0123456789abcdef'),
     ]
     budget = RequestBudget()
     with caplog.at_level(logging.DEBUG, logger="backend.model_calls"), budget_scope(budget):

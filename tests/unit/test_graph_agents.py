@@ -10,6 +10,7 @@ import numpy as np
 import pytest
 
 from backend.domain import ids
+from backend.domain.conversation import Message, Role
 from backend.domain.errors import ModelError, StoreUnavailable
 from backend.domain.graph import EntityRecord
 from backend.graphrag_agent.agents import (
@@ -30,7 +31,7 @@ from backend.graphrag_agent.keywords import (
     extract_keywords,
     parse_keywords,
 )
-from backend.graphrag_agent.model import PromptMessage, parse_json_object
+from backend.graphrag_agent.model import parse_json_object
 from backend.graphrag_agent.pagerank import personalised_pagerank
 from backend.graphrag_agent.ports import AgentTrace, ChunkHit, RetrievalAgent, Vector
 from backend.graphrag_agent.text import mostly_cjk
@@ -342,9 +343,9 @@ class ScriptedModel:
     def __init__(self, *answers: str | Exception, delay_s: float = 0.0) -> None:
         self._answers = list(answers)
         self._delay_s = delay_s
-        self.prompts: list[list[PromptMessage]] = []
+        self.prompts: list[list[Message]] = []
 
-    async def complete(self, messages: Sequence[PromptMessage]) -> str:
+    async def complete(self, messages: Sequence[Message]) -> str:
         self.prompts.append(list(messages))
         await asyncio.sleep(self._delay_s)
         answer = self._answers.pop(0)
@@ -359,7 +360,7 @@ async def test_llm_keywords_are_parsed_from_a_fenced_answer() -> None:
     )
     keywords = await LlmKeywordExtractor(model).extract("When did Ermengarde die?")
     assert keywords == Keywords(("Ermengarde",), ("death",))
-    assert model.prompts[0][-1] == PromptMessage("user", "When did Ermengarde die?")
+    assert model.prompts[0][-1] == Message(Role.USER, "When did Ermengarde die?")
 
 
 @pytest.mark.parametrize("answer", [ModelError("HTTP 500"), "no json here", '{"low_level_keywords": []}'])

@@ -7,8 +7,7 @@ from typing import Any
 import orjson
 import pytest
 
-from backend.application.ports.generation import HistoryTurn
-from backend.domain.conversation import Citation, Role
+from backend.domain.conversation import Citation, Message, Role
 from backend.domain.errors import InvalidWorkerName, ModelError, RetrievalFailed, ShuttingDown
 from backend.domain.events import (
     CitationsEvent,
@@ -59,8 +58,8 @@ def test_the_last_user_message_is_the_question_and_earlier_turns_are_the_history
     )
     assert conversation.question == "And by\nwhom?"
     assert conversation.history == (
-        HistoryTurn(Role.USER, "  When was the orchard founded?  "),
-        HistoryTurn(Role.ASSISTANT, "In 1921 [1]."),
+        Message(Role.USER, "  When was the orchard founded?  "),
+        Message(Role.ASSISTANT, "In 1921 [1]."),
     )
     assert conversation.opening == "When was the orchard founded?"
 
@@ -70,7 +69,7 @@ def test_assistant_turns_without_text_are_left_out_of_the_history() -> None:
         messages(("user", "first"), ("assistant", None), ("assistant", [{"type": "refusal", "refusal": "No."}]))
         + messages(("user", "second"))
     )
-    assert conversation.history == (HistoryTurn(Role.USER, "first"), HistoryTurn(Role.ASSISTANT, "No."))
+    assert conversation.history == (Message(Role.USER, "first"), Message(Role.ASSISTANT, "No."))
     assert conversation.question == "second"
 
 

@@ -7,23 +7,22 @@ import pytest
 
 from backend.application.chat.inputs import ChatInput
 from backend.application.chat.turns import TurnLimits, TurnService
-from backend.application.ports.generation import HistoryTurn
 from backend.domain.context import RequestContext
-from backend.domain.conversation import Role
+from backend.domain.conversation import Message, Role
 from backend.domain.errors import InvalidRequest
 from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.persistence.memory.conversation_store import InMemoryConversationStore
 from tests.support.fakes import FakeAgent, FakeChatModel
 from tests.support.wiring import DEFAULT_KBS, wire
 
-GIVEN = (HistoryTurn(Role.USER, "What grows there?"), HistoryTurn(Role.ASSISTANT, "Apples, as the client recalls."))
+GIVEN = (Message(Role.USER, "What grows there?"), Message(Role.ASSISTANT, "Apples, as the client recalls."))
 
 
 def ctx(request_id: str) -> RequestContext:
     return RequestContext(request_id, "alice", "s1")
 
 
-def general(message: str, history: tuple[HistoryTurn, ...] | None = None) -> ChatInput:
+def general(message: str, history: tuple[Message, ...] | None = None) -> ChatInput:
     return ChatInput(session_id="s1", message=message, kb_prefix="general", history=history)
 
 
@@ -78,13 +77,13 @@ async def test_given_history_keeps_the_history_limit_and_drops_empty_turns() -> 
     store = InMemoryConversationStore()
     turns = TurnService(store, static_catalog(DEFAULT_KBS), {"naive_rag_agent"}, TurnLimits(history_max_messages=2))
     given = (
-        HistoryTurn(Role.USER, "one"),
-        HistoryTurn(Role.ASSISTANT, "two"),
-        HistoryTurn(Role.USER, "three"),
-        HistoryTurn(Role.ASSISTANT, ""),
+        Message(Role.USER, "one"),
+        Message(Role.ASSISTANT, "two"),
+        Message(Role.USER, "three"),
+        Message(Role.ASSISTANT, ""),
     )
     turn = await turns.prepare(ctx("r1"), general("four", history=given))
-    assert turn.history == (HistoryTurn(Role.ASSISTANT, "two"), HistoryTurn(Role.USER, "three"))
+    assert turn.history == (Message(Role.ASSISTANT, "two"), Message(Role.USER, "three"))
     none = TurnService(store, static_catalog(DEFAULT_KBS), {"naive_rag_agent"}, TurnLimits(history_max_messages=0))
     assert (await none.prepare(ctx("r2"), general("five", history=given))).history == ()
 
@@ -92,5 +91,5 @@ async def test_given_history_keeps_the_history_limit_and_drops_empty_turns() -> 
 async def test_system_turns_in_a_given_history_are_refused_before_anything_is_stored() -> None:
     wired = wire(FakeAgent(), FakeChatModel())
     with pytest.raises(InvalidRequest, match="user and assistant"):
-        await wired.chat.handle(ctx("r1"), general("q", history=(HistoryTurn(Role.SYSTEM, "be terse"),)))
+        await wired.chat.handle(ctx("r1"), general("q", history=(Message(Role.SYSTEM, "be terse"),)))
     assert await wired.store.find_conversation_id("alice", "s1") is None

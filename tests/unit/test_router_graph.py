@@ -5,9 +5,10 @@ from collections.abc import Sequence
 
 import pytest
 
-from backend.application.ports.chat_model import ChatTurn, ModelDelta
+from backend.application.ports.chat_model import ModelDelta
 from backend.application.routing.policy import RoutingPolicy, RoutingSettings
 from backend.domain.agent_types import KNOWN_AGENT_TYPES
+from backend.domain.conversation import Message
 from backend.domain.errors import AgentUnavailable
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.routing import RequestedRoute
@@ -52,7 +53,7 @@ class ScriptedModel:
     def model_name(self) -> str:
         return "scripted"
 
-    async def complete(self, messages: Sequence[ChatTurn]) -> str:
+    async def complete(self, messages: Sequence[Message]) -> str:
         import asyncio
 
         self.calls += 1
@@ -61,7 +62,7 @@ class ScriptedModel:
             raise self.fail
         return self.reply
 
-    async def stream(self, messages: Sequence[ChatTurn]):  # type: ignore[no-untyped-def]
+    async def stream(self, messages: Sequence[Message]):  # type: ignore[no-untyped-def]
         yield ModelDelta(content=self.reply)
 
     async def aclose(self) -> None:

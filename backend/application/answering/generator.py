@@ -9,8 +9,9 @@ from __future__ import annotations
 from collections.abc import AsyncGenerator, Sequence
 
 from backend.application.answering.prompts import general_messages, rag_messages
-from backend.application.ports.chat_model import ChatModel, ChatTurn, ModelDelta, OfflineAnswerer
+from backend.application.ports.chat_model import ChatModel, ModelDelta, OfflineAnswerer
 from backend.application.ports.generation import GenerationRequest
+from backend.domain.conversation import Message
 from backend.domain.generation import GenerationMode
 from backend.domain.retrieval import RetrievalResult
 
@@ -25,7 +26,7 @@ class AnswerGenerator:
     def mode(self) -> GenerationMode:
         return GenerationMode.LLM if self._model is not None else GenerationMode.EXTRACTIVE
 
-    def _messages(self, request: GenerationRequest, evidence: Sequence[RetrievalResult]) -> list[ChatTurn]:
+    def _messages(self, request: GenerationRequest, evidence: Sequence[RetrievalResult]) -> list[Message]:
         if request.plan:
             return rag_messages(request.message, evidence, request.history, self._history_budget)
         return general_messages(request.message, request.history, self._history_budget)

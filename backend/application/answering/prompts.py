@@ -4,8 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from backend.application.ports.chat_model import ChatTurn
-from backend.application.ports.generation import HistoryTurn
+from backend.domain.conversation import Message, Role
 from backend.domain.retrieval import RetrievalResult
 from backend.domain.tokens import estimate_tokens
 
@@ -18,9 +17,9 @@ RAG_SYSTEM_PROMPT = (
 GENERAL_SYSTEM_PROMPT = "You are a helpful, concise assistant."
 
 
-def trim_history(history: Sequence[HistoryTurn], token_budget: int) -> list[HistoryTurn]:
+def trim_history(history: Sequence[Message], token_budget: int) -> list[Message]:
     """The most recent turns that fit the budget, in chronological order."""
-    kept: list[HistoryTurn] = []
+    kept: list[Message] = []
     used = 0
     for turn in reversed(history):
         cost = estimate_tokens(turn.content)
@@ -39,24 +38,24 @@ def format_sources(evidence: Sequence[RetrievalResult]) -> str:
     )
 
 
-def _history_turns(history: Sequence[HistoryTurn], token_budget: int) -> list[ChatTurn]:
-    return [ChatTurn(turn.role.value, turn.content) for turn in trim_history(history, token_budget) if turn.content]
+def _history_turns(history: Sequence[Message], token_budget: int) -> list[Message]:
+    return [turn for turn in trim_history(history, token_budget) if turn.content]
 
 
 def rag_messages(
-    question: str, evidence: Sequence[RetrievalResult], history: Sequence[HistoryTurn], history_budget: int
-) -> list[ChatTurn]:
+    question: str, evidence: Sequence[RetrievalResult], history: Sequence[Message], history_budget: int
+) -> list[Message]:
     sources = format_sources(evidence) if evidence else "(no sources were found)"
     return [
-        ChatTurn("system", RAG_SYSTEM_PROMPT),
+        Message(Role.SYSTEM, RAG_SYSTEM_PROMPT),
         *_history_turns(history, history_budget),
-        ChatTurn("user", f"Sources:\n{sources}\n\nQuestion: {question}"),
+        Message(Role.USER, f"Sources:\n{sources}\n\nQuestion: {question}"),
     ]
 
 
-def general_messages(question: str, history: Sequence[HistoryTurn], history_budget: int) -> list[ChatTurn]:
+def general_messages(question: str, history: Sequence[Message], history_budget: int) -> list[Message]:
     return [
-        ChatTurn("system", GENERAL_SYSTEM_PROMPT),
+        Message(Role.SYSTEM, GENERAL_SYSTEM_PROMPT),
         *_history_turns(history, history_budget),
-        ChatTurn("user", question),
+        Message(Role.USER, question),
     ]

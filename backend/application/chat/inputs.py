@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from backend.application.ports.generation import HistoryTurn
+from backend.domain.conversation import Message
 
 SESSION_ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._:@-]{0,127}$")
 
@@ -22,4 +22,4 @@ class ChatInput:
     # Earlier turns (oldest first, user and assistant only) supplied by the caller. When given they are
     # what the model sees instead of the stored conversation: stateless callers (the OpenAI facade)
     # carry the conversation in each request. The turn itself is still stored as usual.
-    history: tuple[HistoryTurn, ...] | None = None
+    history: tuple[Message, ...] | None = None

@@ -12,11 +12,11 @@ from typing import Any
 
 from backend.application.chat.inputs import SESSION_ID_PATTERN, ChatInput
 from backend.application.ports.conversation_store import ConversationStore
-from backend.application.ports.generation import GenerationRequest, HistoryTurn
+from backend.application.ports.generation import GenerationRequest
 from backend.application.ports.knowledge_bases import KnowledgeBaseCatalog
 from backend.domain.agent_types import require_available
 from backend.domain.context import RequestContext
-from backend.domain.conversation import Citation, NewMessage, Role, StoredMessage
+from backend.domain.conversation import Citation, Message, NewMessage, Role, StoredMessage
 from backend.domain.errors import InvalidRequest, InvalidWorkerName, RequestIdReused, UnknownKnowledgeBase
 from backend.domain.generation import GenerationMode
 from backend.domain.knowledge_base import GENERAL_KB
@@ -39,7 +39,7 @@ class PreparedTurn:
     conversation_id: str
     user_message: StoredMessage
     requested: RequestedRoute
-    history: tuple[HistoryTurn, ...]
+    history: tuple[Message, ...]
 
     @property
     def message(self) -> str:
@@ -126,14 +126,12 @@ class TurnService:
                 "send a new message with a new request id"
             )
         if given is None:
-            history = tuple(
-                HistoryTurn(message.role, message.content) for message in started.earlier if message.content
-            )
+            history = tuple(Message(message.role, message.content) for message in started.earlier if message.content)
         else:
             history = self._given_history(given)
         return PreparedTurn(context, started.conversation_id, started.message, requested, history)
 
-    def _given_history(self, given: tuple[HistoryTurn, ...]) -> tuple[HistoryTurn, ...]:
+    def _given_history(self, given: tuple[Message, ...]) -> tuple[Message, ...]:
         """The caller's turns under the same limit as stored history, so both paths prompt alike."""
         if self._limits.history_max_messages == 0:
             return ()

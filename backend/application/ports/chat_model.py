@@ -6,15 +6,8 @@ from collections.abc import AsyncGenerator, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
+from backend.domain.conversation import Message
 from backend.domain.retrieval import RetrievalResult
-
-
-@dataclass(frozen=True, slots=True)
-class ChatTurn:
-    """One message sent to the model; `role` is "system", "user" or "assistant"."""
-
-    role: str
-    content: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -32,11 +25,11 @@ class ChatModel(Protocol):
     @property
     def model_name(self) -> str: ...
 
-    async def complete(self, messages: Sequence[ChatTurn]) -> str:
+    async def complete(self, messages: Sequence[Message]) -> str:
         """The whole answer, non-streaming (routing, extraction, summaries: a chat turn's answer is streamed)."""
         ...
 
-    def stream(self, messages: Sequence[ChatTurn]) -> AsyncGenerator[ModelDelta, None]:
+    def stream(self, messages: Sequence[Message]) -> AsyncGenerator[ModelDelta, None]:
         """One `ModelDelta` per upstream delta, yielded as soon as it arrives.
 
         An async generator (not just an iterator) so consumers that may stop early can close it with

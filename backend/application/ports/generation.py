@@ -7,16 +7,10 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from backend.domain.context import RequestContext
-from backend.domain.conversation import Role
+from backend.domain.conversation import Message
 from backend.domain.events import StreamEvent
 from backend.domain.generation import GenerationMode
 from backend.domain.retrieval import RagRunSpec
-
-
-@dataclass(frozen=True, slots=True)
-class HistoryTurn:
-    role: Role
-    content: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -27,7 +21,7 @@ class GenerationRequest:
     message: str
     kb_prefix: str = ""
     plan: tuple[RagRunSpec, ...] = ()
-    history: tuple[HistoryTurn, ...] = ()
+    history: tuple[Message, ...] = ()
 
 
 class ChatStreamExecutorPort(Protocol):

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from backend.domain.agent_types import AgentType
+from backend.domain.conversation import Message, Role
 from backend.domain.graph import EntityRecord
 from backend.domain.ids import normalise_entity_name
 from backend.domain.retrieval import RetrievalResult
@@ -39,7 +40,7 @@ from backend.graphrag_agent.agents.local_search import (
     specificity,
 )
 from backend.graphrag_agent.fusion import reciprocal_rank_fusion, spread_over_groups
-from backend.graphrag_agent.model import MODEL_FAILURES, CompletionModel, PromptMessage, parse_json_object, string_list
+from backend.graphrag_agent.model import MODEL_FAILURES, CompletionModel, parse_json_object, string_list
 from backend.graphrag_agent.pagerank import personalised_pagerank
 from backend.graphrag_agent.ports import ChunkHit, GraphReader, TextEmbedder
 
@@ -374,7 +375,7 @@ class DeepResearchAgent(GraphSearchAgent):
     async def _ask(self, model: CompletionModel, system: str, user: str) -> dict[str, Any]:
         try:
             async with asyncio.timeout(self._research.model_timeout_s):
-                answer = await model.complete([PromptMessage("system", system), PromptMessage("user", user)])
+                answer = await model.complete([Message(Role.SYSTEM, system), Message(Role.USER, user)])
         except MODEL_FAILURES as error:
             raise _ModelUnhelpful(str(error) or type(error).__name__) from error
         parsed = parse_json_object(answer)

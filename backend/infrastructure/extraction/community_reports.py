@@ -17,7 +17,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any, Final
 
-from backend.application.ports.chat_model import ChatModel, ChatTurn
+from backend.application.ports.chat_model import ChatModel
+from backend.domain.conversation import Message, Role
 from backend.domain.errors import ModelError
 from backend.domain.graph import EntityRecord, RelationRecord
 from backend.graphrag_agent.communities import CommunityDraft
@@ -184,7 +185,7 @@ def report_messages(
     entities: Mapping[str, EntityRecord],
     relations: Sequence[RelationRecord],
     max_chars: int = DEFAULT_MAX_PROMPT_CHARS,
-) -> list[ChatTurn]:
+) -> list[Message]:
     """System and user turns for one community; the user turn stays within `max_chars`."""
     inside = internal_relations(draft, relations)
     central = central_entities(draft, entities, inside)
@@ -199,7 +200,7 @@ def report_messages(
         "Relations (source | target | weight | description):", relation_lines, relation_budget
     )
     user = f"{header}\n{entity_block}\n{relation_block}".rstrip()
-    return [ChatTurn("system", REPORT_SYSTEM_PROMPT), ChatTurn("user", user)]
+    return [Message(Role.SYSTEM, REPORT_SYSTEM_PROMPT), Message(Role.USER, user)]
 
 
 def _one_line(text: str, limit: int) -> str:

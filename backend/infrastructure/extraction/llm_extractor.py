@@ -16,8 +16,9 @@ import logging
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from backend.application.ports.chat_model import ChatModel, ChatTurn
+from backend.application.ports.chat_model import ChatModel
 from backend.domain import ids
+from backend.domain.conversation import Message, Role
 from backend.domain.errors import ModelError
 from backend.domain.graph import ChunkRecord, DocumentRecord, Extraction
 from backend.graphrag_agent.extraction.base import OTHER, ExtractionBuilder
@@ -41,7 +42,7 @@ class ExtractionFailed(ModelError):
 @dataclass(frozen=True, slots=True)
 class _Request:
     key: str
-    turns: tuple[ChatTurn, ...]
+    turns: tuple[Message, ...]
     ordinal: int
 
 
@@ -86,8 +87,8 @@ class LlmExtractor:
 
     def _request(self, title: str, chunk: ChunkRecord) -> _Request:
         system, user = extraction_prompt(title, chunk.text)
-        turns = (ChatTurn("system", system), ChatTurn("user", user))
-        key = cache_key(self._model_name, [(turn.role, turn.content) for turn in turns])
+        turns = (Message(Role.SYSTEM, system), Message(Role.USER, user))
+        key = cache_key(self._model_name, [(turn.role.value, turn.content) for turn in turns])
         return _Request(key, turns, chunk.ordinal)
 
     async def _answer_all(self, title: str, requests: list[_Request]) -> dict[str, _Answer]:

@@ -11,8 +11,9 @@ import logging
 import time
 from collections.abc import AsyncGenerator, Iterable, Sequence
 
-from backend.application.ports.chat_model import ChatModel, ChatTurn, ModelDelta
+from backend.application.ports.chat_model import ChatModel, ModelDelta
 from backend.domain.budget import ModelCall, current_budget
+from backend.domain.conversation import Message
 from backend.infrastructure.logging import mask_secrets
 
 # Model interactions get their own logger, so they can be turned up (DEBUG: the prompts) or off on their own.
@@ -32,7 +33,7 @@ class AccountedChatModel:
     def model_name(self) -> str:
         return self._inner.model_name
 
-    async def complete(self, messages: Sequence[ChatTurn]) -> str:
+    async def complete(self, messages: Sequence[Message]) -> str:
         masked = self._start(messages, streamed=False)
         started = time.perf_counter()
         answer = await self._inner.complete(messages)
@@ -41,7 +42,7 @@ class AccountedChatModel:
         self._finish(ModelCall(self.model_name, masked, False, safe_answer, duration_ms))
         return answer
 
-    def stream(self, messages: Sequence[ChatTurn]) -> AsyncGenerator[ModelDelta, None]:
+    def stream(self, messages: Sequence[Message]) -> AsyncGenerator[ModelDelta, None]:
         masked = self._start(messages, streamed=True)
         self._finish(ModelCall(self.model_name, masked, True, None, None))
         return self._inner.stream(messages)
@@ -49,11 +50,11 @@ class AccountedChatModel:
     async def aclose(self) -> None:
         await self._inner.aclose()
 
-    def _start(self, messages: Sequence[ChatTurn], streamed: bool) -> tuple[tuple[str, str], ...]:
+    def _start(self, messages: Sequence[Message], streamed: bool) -> tuple[tuple[str, str], ...]:
         budget = current_budget()
         if budget is not None:
             budget.charge_model_call()  # raises BudgetExceeded before anything is sent
-        masked = tuple((m.role, mask_secrets(m.content, self._secrets)) for m in messages)
+        masked = tuple((m.role.value, mask_secrets(m.content, self._secrets)) for m in messages)
         model_log.info(
             "model call: model=%s streamed=%s messages=%d chars=%d",
             self.model_name,

@@ -27,7 +27,8 @@ import openai
 import orjson
 from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_after_attempt
 
-from backend.application.ports.chat_model import ChatTurn, ModelDelta
+from backend.application.ports.chat_model import ModelDelta
+from backend.domain.conversation import Message, Role
 from backend.domain.errors import ModelError
 from backend.infrastructure.llm.retry_policy import ServerRefusal, tenacity_wait
 
@@ -36,7 +37,6 @@ if TYPE_CHECKING:
 
 _log = logging.getLogger(__name__)
 
-_ROLES: Final = frozenset({"system", "user", "assistant"})
 _MAX_SERVER_MESSAGE_CHARS: Final = 500
 _MAX_ERROR_BODY_BYTES: Final = 64 * 1024
 _DRAIN_S: Final = 0.1
@@ -98,7 +98,7 @@ class OpenAICompatibleChatModel:
     def model_name(self) -> str:
         return self._model
 
-    async def complete(self, messages: Sequence[ChatTurn]) -> str:
+    async def complete(self, messages: Sequence[Message]) -> str:
         chat, wire = self._chat_model(), _wire_messages(messages)
         try:
             reply = await chat.ainvoke(wire)
@@ -106,7 +106,7 @@ class OpenAICompatibleChatModel:
             raise self._translate(exc) from _safe_cause(exc)
         return str(reply.text)  # a plain str, not langchain's str subclass
 
-    async def stream(self, messages: Sequence[ChatTurn]) -> AsyncGenerator[ModelDelta, None]:
+    async def stream(self, messages: Sequence[Message]) -> AsyncGenerator[ModelDelta, None]:
         body = orjson.dumps(self._stream_body(messages))
         finished = False
         try:
@@ -162,7 +162,7 @@ class OpenAICompatibleChatModel:
             )
         return self._client
 
-    def _stream_body(self, messages: Sequence[ChatTurn]) -> dict[str, Any]:
+    def _stream_body(self, messages: Sequence[Message]) -> dict[str, Any]:
         body: dict[str, Any] = {
             "model": self._model,
             "messages": _wire_messages(messages),
@@ -344,13 +344,9 @@ def _worth_retrying(error: BaseException) -> bool:
     return isinstance(error, (httpx2.TransportError, httpx.TransportError))
 
 
-def _wire_messages(messages: Sequence[ChatTurn]) -> list[dict[str, str]]:
-    wire = []
-    for turn in messages:
-        if turn.role not in _ROLES:
-            raise ValueError(f"unsupported chat role {turn.role!r}")
-        wire.append({"role": turn.role, "content": turn.content})
-    return wire
+def _wire_messages(messages: Sequence[Message]) -> list[dict[str, str]]:
+    # `Role(...)` still refuses a role that is no `Role` member, should an untyped caller pass a plain string.
+    return [{"role": Role(message.role).value, "content": message.content} for message in messages]
 
 
 def _int_usage(usage: Any) -> dict[str, int] | None:

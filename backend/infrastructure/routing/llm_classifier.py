@@ -7,7 +7,8 @@ import re
 from collections.abc import Sequence
 from typing import Any
 
-from backend.application.ports.chat_model import ChatModel, ChatTurn
+from backend.application.ports.chat_model import ChatModel
+from backend.domain.conversation import Message, Role
 from backend.domain.knowledge_base import GENERAL_KB, KnowledgeBase
 from backend.domain.routing import IntentGuess, RouteMethod
 
@@ -23,7 +24,7 @@ _INSTRUCTIONS = (
 )
 
 
-def build_routing_prompt(message: str, knowledge_bases: Sequence[KnowledgeBase]) -> list[ChatTurn]:
+def build_routing_prompt(message: str, knowledge_bases: Sequence[KnowledgeBase]) -> list[Message]:
     catalog = "\n".join(
         f"- {kb.kb_prefix}: {kb.description or 'no description'}"
         + (f" (keywords: {', '.join(kb.keywords[:12])})" if kb.keywords else "")
@@ -31,8 +32,8 @@ def build_routing_prompt(message: str, knowledge_bases: Sequence[KnowledgeBase])
     )
     names = ", ".join([*(kb.kb_prefix for kb in knowledge_bases), GENERAL_KB])
     return [
-        ChatTurn("system", _INSTRUCTIONS.format(catalog=catalog, names=names)),
-        ChatTurn("user", message),
+        Message(Role.SYSTEM, _INSTRUCTIONS.format(catalog=catalog, names=names)),
+        Message(Role.USER, message),
     ]
 
 

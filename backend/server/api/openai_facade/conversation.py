@@ -17,8 +17,7 @@ from typing import Any
 
 import orjson
 
-from backend.application.ports.generation import HistoryTurn
-from backend.domain.conversation import Role
+from backend.domain.conversation import Message, Role
 from backend.server.api.openai_facade.errors import InvalidMessages, InvalidMetadata
 from backend.server.api.openai_facade.models import ChatMessage
 
@@ -32,7 +31,7 @@ DERIVED_SESSION_PREFIX = "oai-"
 @dataclass(frozen=True, slots=True)
 class Conversation:
     question: str
-    history: tuple[HistoryTurn, ...]
+    history: tuple[Message, ...]
     opening: str  # the first user message: it stays the same for every request of one conversation
 
 
@@ -74,7 +73,7 @@ def conversation_of(messages: Sequence[ChatMessage]) -> Conversation:
         )
     if not question.strip():
         raise InvalidMessages("the last user message has no text", param=f"messages[{index}].content")
-    history = tuple(HistoryTurn(role, text) for _, role, text in turns[:-1] if text.strip())
+    history = tuple(Message(role, text) for _, role, text in turns[:-1] if text.strip())
     return Conversation(question=question.strip(), history=history, opening=users[0][2].strip())
 
 
