@@ -11,9 +11,7 @@ Two tokenisations of the same text:
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable, Iterator
-from contextlib import contextmanager
-from contextvars import ContextVar
+from collections.abc import Callable, Iterable
 
 # The token estimate and its word / CJK split are defined in the domain (the use cases count tokens too);
 # `estimate_tokens` and `is_cjk` are re-exported here with the core's other text primitives.
@@ -172,33 +170,31 @@ def index_terms(text: str) -> list[str]:
     return _terms(text, _cjk_terms)
 
 
-# Texts' term sets while a `shared_term_sets()` block runs: the agents fused for one question score the same
-# chunks and summaries against it, and tokenising them is the largest Python cost of a search.
-_TERM_SETS: ContextVar[dict[str, frozenset[str]] | None] = ContextVar("term_sets", default=None)
-
-
-@contextmanager
-def shared_term_sets() -> Iterator[None]:
-    """Tokenise each text once among the tasks started inside this block (a nested block joins the outer)."""
-    if _TERM_SETS.get() is not None:
-        yield
-        return
-    token = _TERM_SETS.set({})
-    try:
-        yield
-    finally:
-        _TERM_SETS.reset(token)
+# How a scorer gets a text's distinct index terms: `index_term_set`, or one request's `TermSetCache`.
+TermSets = Callable[[str], frozenset[str]]
 
 
 def index_term_set(text: str) -> frozenset[str]:
-    """The distinct `index_terms` of `text` (computed once per text inside `shared_term_sets()`)."""
-    memo = _TERM_SETS.get()
-    if memo is None:
-        return frozenset(index_terms(text))
-    found = memo.get(text)
-    if found is None:
-        found = memo[text] = frozenset(index_terms(text))
-    return found
+    """The distinct `index_terms` of `text`, tokenised anew on every call."""
+    return frozenset(index_terms(text))
+
+
+class TermSetCache:
+    """`index_term_set` that tokenises each text once, for the agents fused on one question.
+
+    They score the same chunks and summaries against the question, and tokenising those is the largest Python
+    cost of a search. A cache keeps every text it was asked about, so it serves one request: the fusion agent
+    makes one per request (`shared_reads.ReadScope`) and hands it to that request's members.
+    """
+
+    def __init__(self) -> None:
+        self._sets: dict[str, frozenset[str]] = {}
+
+    def __call__(self, text: str) -> frozenset[str]:
+        found = self._sets.get(text)
+        if found is None:
+            found = self._sets[text] = index_term_set(text)
+        return found
 
 
 def fulltext_terms(text: str) -> list[str]:
@@ -293,13 +289,15 @@ def rejoin_after(parts: list[str], unfinished: Callable[[str], object]) -> list[
     return joined
 
 
-def overlap_score(query_terms: Iterable[str], text: str) -> float:
+def overlap_score(query_terms: Iterable[str], text: str, term_sets: TermSets = index_term_set) -> float:
     """How much of the query's terms `text` holds (0..1): a word counts when present; a CJK term by the share
-    of its character bigrams present, whatever the segmentation ("气候区" half-found in "气候" text)."""
+    of its character bigrams present, whatever the segmentation ("气候区" half-found in "气候" text).
+
+    `term_sets` gives the text's words (a request's `TermSetCache` when the text is scored more than once)."""
     wanted = set(query_terms)
     if not wanted:
         return 0.0
-    words = index_term_set(text)
+    words = term_sets(text)
     lowered = text.lower()
     found = sum(_cjk_presence(term, lowered) if is_cjk(term) else float(term in words) for term in wanted)
     return found / len(wanted)

@@ -23,7 +23,7 @@ from backend.domain.ids import normalise_entity_name
 from backend.graphrag_agent.agents.local_search import Seed, loose_overlap, name_match, query_term_set, relation_terms
 from backend.graphrag_agent.extraction.offline import title_entity_name
 from backend.graphrag_agent.ports import ChunkHit, GraphReader
-from backend.graphrag_agent.text import STOPWORDS, index_terms
+from backend.graphrag_agent.text import STOPWORDS, TermSets, index_term_set, index_terms
 
 _ARTICLES = frozenset({"the", "a", "an"})
 
@@ -75,10 +75,17 @@ def introducing_words(text: str, name: str, words: int) -> tuple[int, str]:
 class BridgeFinder:
     """Seeds → their own documents' chunks → the entities those introduce → the entities' own documents."""
 
-    def __init__(self, kb: str, reader: GraphReader, settings: BridgeSettings | None = None) -> None:
+    def __init__(
+        self,
+        kb: str,
+        reader: GraphReader,
+        settings: BridgeSettings | None = None,
+        term_sets: TermSets = index_term_set,
+    ) -> None:
         self._kb = kb
         self._reader = reader
         self._settings = settings or BridgeSettings()
+        self._term_sets = term_sets
 
     async def ranking(self, query: str, seeds: Sequence[Seed]) -> list[ChunkHit]:
         """The seeds' own chunks, then their bridges' own chunks (best first, seeds taking turns)."""
@@ -128,7 +135,7 @@ class BridgeFinder:
                 at, before = introducing_words(texts[chunk_id], record.name, self._settings.cue_words)
                 if at < 0 or not index_terms(record.name):
                     continue
-                found = _Candidate(record, chunk_seed[chunk_id], loose_overlap(terms, before), at)
+                found = _Candidate(record, chunk_seed[chunk_id], loose_overlap(terms, before, self._term_sets), at)
                 known = best.get(entity_id)
                 if known is None or (found.cue, -found.position) > (known.cue, -known.position):
                     best[entity_id] = found

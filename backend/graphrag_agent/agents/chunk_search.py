@@ -18,7 +18,7 @@ import numpy as np
 from backend.graphrag_agent.agents.common import concurrently
 from backend.graphrag_agent.dates import DateScope, document_date
 from backend.graphrag_agent.ports import ChunkHit, ChunkIndex, TextEmbedder, Vector
-from backend.graphrag_agent.text import fulltext_query_terms, overlap_score
+from backend.graphrag_agent.text import TermSets, fulltext_query_terms, index_term_set, overlap_score
 
 # Calibrated with all-MiniLM-L6-v2 on the sample KB: answers score about 0.35–0.7 against their
 # question, unrelated chunks below about 0.2.
@@ -99,12 +99,14 @@ class ChunkSearch:
         candidates: int,
         min_similarity: float = DEFAULT_MIN_SIMILARITY,
         min_term_overlap: float = DEFAULT_MIN_TERM_OVERLAP,
+        term_sets: TermSets = index_term_set,
     ) -> None:
         self._kb = kb
         self._index = index
         self._candidates = candidates
         self._min_similarity = min_similarity
         self._min_term_overlap = min_term_overlap
+        self._term_sets = term_sets
 
     @property
     def min_similarity(self) -> float:
@@ -166,7 +168,7 @@ class ChunkSearch:
         bm25 = {hit.chunk_id: hit.score for hit in fulltext_hits}
 
         def candidate(hit: ChunkHit) -> ChunkCandidate:
-            overlap = overlap_score(terms, f"{hit.title}\n{hit.text}")
+            overlap = overlap_score(terms, f"{hit.title}\n{hit.text}", self._term_sets)
             return ChunkCandidate(hit, cosines.get(hit.chunk_id), bm25.get(hit.chunk_id), overlap)
 
         vector = tuple(candidate(hit) for hit in vector_hits if hit.score >= self._min_similarity)

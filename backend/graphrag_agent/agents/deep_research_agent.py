@@ -43,6 +43,7 @@ from backend.graphrag_agent.fusion import reciprocal_rank_fusion, spread_over_gr
 from backend.graphrag_agent.model import MODEL_FAILURES, CompletionModel, parse_json_object, string_list
 from backend.graphrag_agent.pagerank import personalised_pagerank
 from backend.graphrag_agent.ports import ChunkHit, GraphReader, TextEmbedder
+from backend.graphrag_agent.text import TermSets, index_term_set
 
 logger = logging.getLogger(__name__)
 
@@ -220,8 +221,9 @@ class DeepResearchAgent(GraphSearchAgent):
         model: CompletionModel | None = None,
         research: ResearchSettings | None = None,
         settings: GraphSearchSettings | None = None,
+        term_sets: TermSets = index_term_set,
     ) -> None:
-        super().__init__(kb_prefix, reader, embedder, top_k, settings)
+        super().__init__(kb_prefix, reader, embedder, top_k, settings, term_sets)
         self._reader = reader
         self._model = model
         self._research = research or ResearchSettings()

@@ -5,16 +5,17 @@ each fused result remembers which agents found it and at which rank. Chunks and 
 (entities, relations, communities) are fused per granularity, chunks first since answers cite chunks,
 then up to `other_limit` of each other granularity.
 An agent that fails is logged and left out; the fusion fails only when every agent fails.
-Members built on a `SharedReads` (as the service builds them) share their identical reads of the store and the
-embedder while one question runs (shared_reads.py).
+A fusion agent made with `FusionAgent.sharing_reads` (as the service makes it) builds its members anew for each
+question over that question's `ReadScope`, so they share their identical reads of the store and the embedder
+while it runs (shared_reads.py); one made with fixed agents leaves their reads to them.
 """
 
 from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Sequence
-from contextlib import nullcontext
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 from typing import Any
 
 from backend.domain.agent_types import AgentType
@@ -22,45 +23,65 @@ from backend.domain.retrieval import Granularity, RetrievalResult
 from backend.graphrag_agent.agents.common import all_of, build_context, log_retrieval, merge_references, unit
 from backend.graphrag_agent.fusion import reciprocal_rank_fusion, spread_over_groups
 from backend.graphrag_agent.ports import AgentTrace, RetrievalAgent
-from backend.graphrag_agent.shared_reads import SharedReads
+from backend.graphrag_agent.shared_reads import ReadScope, SharedReads
 
 logger = logging.getLogger(__name__)
+
+# Builds one question's members over its `ReadScope`: they read through the scope's reader and embedder and
+# tokenise with its term sets.
+MembersOver = Callable[[ReadScope], Sequence[RetrievalAgent]]
 
 
 class FusionAgent:
     """Retrieve-only fusion of other agents over the same KB (SPEC §9); keeps no per-request state."""
 
-    def __init__(
-        self,
-        agents: Sequence[RetrievalAgent],
-        top_k: int = 8,
-        other_limit: int | None = None,
-        shared_reads: SharedReads | None = None,
-    ) -> None:
+    def __init__(self, agents: Sequence[RetrievalAgent], top_k: int = 8, other_limit: int | None = None) -> None:
+        """Fuses the fixed `agents`, each reading on its own."""
         if not agents:
             raise ValueError("fusion needs at least one agent")
+        fixed = tuple(agents)
+        self._setup(lambda: nullcontext(fixed), top_k, other_limit)
+
+    @classmethod
+    def sharing_reads(
+        cls, reads: SharedReads, members: MembersOver, top_k: int = 8, other_limit: int | None = None
+    ) -> FusionAgent:
+        """Fuses, for each question, the agents `members` builds over a new `ReadScope` of `reads`, which is
+        closed when the question is done: its members share their reads, nothing else does."""
+
+        @contextmanager
+        def scoped_members() -> Iterator[Sequence[RetrievalAgent]]:
+            with reads.scope() as scope:
+                built = tuple(members(scope))
+                if not built:
+                    raise ValueError("fusion needs at least one agent")
+                yield built
+
+        agent = cls.__new__(cls)
+        agent._setup(scoped_members, top_k, other_limit)
+        return agent
+
+    def _setup(
+        self,
+        members: Callable[[], AbstractContextManager[Sequence[RetrievalAgent]]],
+        top_k: int,
+        other_limit: int | None,
+    ) -> None:
         if top_k < 1:
             raise ValueError("top_k must be at least 1")
-        self._agents = tuple(agents)
+        self._members = members  # one question's members, for as long as that question runs
         self._top_k = top_k
         self._other_limit = max(2, top_k // 2) if other_limit is None else other_limit
-        self._shared_reads = shared_reads  # the members' reader and embedder, when they were built on it
 
     @property
     def agent_type(self) -> str:
         return AgentType.FUSION.value
 
-    @property
-    def agents(self) -> tuple[RetrievalAgent, ...]:
-        return self._agents
-
     async def retrieve_with_trace(self, query: str, thread_id: str) -> AgentTrace:
         started = time.perf_counter()
-        with self._shared_reads.scope() if self._shared_reads is not None else nullcontext():
-            outcomes = await all_of(_attempt(agent, query, thread_id) for agent in self._agents)
-        traces = [
-            (a.agent_type, t) for a, t in zip(self._agents, outcomes, strict=True) if not isinstance(t, Exception)
-        ]
+        with self._members() as members:
+            outcomes = await all_of(_attempt(agent, query, thread_id) for agent in members)
+        traces = [(a.agent_type, t) for a, t in zip(members, outcomes, strict=True) if not isinstance(t, Exception)]
         if not traces:
             raise next(error for error in outcomes if isinstance(error, Exception))
         results = [
@@ -69,7 +90,7 @@ class FusionAgent:
             for result in self._fuse(traces, granularity)[: self._limit(granularity)]
         ]
         log_retrieval(
-            logger, self.agent_type, "", thread_id, started, len(results), agents=len(self._agents), ok=len(traces)
+            logger, self.agent_type, "", thread_id, started, len(results), agents=len(members), ok=len(traces)
         )
         return {
             "context": build_context(results),

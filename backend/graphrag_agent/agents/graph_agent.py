@@ -46,6 +46,7 @@ from backend.graphrag_agent.ports import (
     TextEmbedder,
     Vector,
 )
+from backend.graphrag_agent.text import TermSets, index_term_set
 
 # Bridges name the documents a multi-hop question needs; when found, their ranking leads the fusion.
 BRIDGE_WEIGHT = 3.0
@@ -89,6 +90,7 @@ class GraphSearch:
         top_k: int,
         settings: GraphSearchSettings | None,
         agent_type: str,
+        term_sets: TermSets = index_term_set,
     ) -> None:
         if top_k < 1:
             raise ValueError("top_k must be at least 1")
@@ -99,12 +101,12 @@ class GraphSearch:
         self._reader = reader
         self._embedder = embedder
         self.chunk_search = ChunkSearch(
-            kb, reader, settings.candidates, settings.min_similarity, settings.min_term_overlap
+            kb, reader, settings.candidates, settings.min_similarity, settings.min_term_overlap, term_sets
         )
         self.linker = EntityLinker(kb, reader, settings)
-        self.expander = GraphExpander(kb, reader, settings)
-        self.bridges = BridgeFinder(kb, reader)
-        self.assembler = EvidenceAssembler(kb, reader, settings, agent_type)
+        self.expander = GraphExpander(kb, reader, settings, term_sets)
+        self.bridges = BridgeFinder(kb, reader, term_sets=term_sets)
+        self.assembler = EvidenceAssembler(kb, reader, settings, agent_type, term_sets)
 
     async def probe(self, query: str, with_communities: bool = False) -> Probe:
         """Chunk and entity searches by text and by vector, all at once."""
@@ -258,9 +260,12 @@ class GraphSearchAgent(RetrieveOnlyAgent):
         embedder: TextEmbedder,
         top_k: int = 8,
         settings: GraphSearchSettings | None = None,
+        term_sets: TermSets = index_term_set,
     ) -> None:
+        """`reader` and `embedder` are what it reads through, `term_sets` how it tokenises the texts it scores: a
+        fused request's shared ones when a fusion agent builds it (see shared_reads.py)."""
         super().__init__(kb_prefix)
-        self._search = GraphSearch(kb_prefix, reader, embedder, top_k, settings, self.agent_type)
+        self._search = GraphSearch(kb_prefix, reader, embedder, top_k, settings, self.agent_type, term_sets)
 
 
 class GraphAgent(GraphSearchAgent):

@@ -27,6 +27,7 @@ from backend.graphrag_agent.agents.local_search import Expansion, GraphSearchSet
 from backend.graphrag_agent.fusion import reciprocal_rank_fusion
 from backend.graphrag_agent.keywords import KeywordExtractor, Keywords, OfflineKeywordExtractor
 from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, GraphReader, TextEmbedder, Vector
+from backend.graphrag_agent.text import TermSets, index_term_set
 
 
 @dataclass(frozen=True, slots=True)
@@ -54,8 +55,9 @@ class HybridAgent(GraphSearchAgent):
         top_k: int = 8,
         keywords: KeywordExtractor | None = None,
         settings: GraphSearchSettings | None = None,
+        term_sets: TermSets = index_term_set,
     ) -> None:
-        super().__init__(kb_prefix, reader, embedder, top_k, settings)
+        super().__init__(kb_prefix, reader, embedder, top_k, settings, term_sets)
         self._embedder = embedder
         self._keywords = keywords or OfflineKeywordExtractor()
 

@@ -30,7 +30,7 @@ from backend.graphrag_agent.agents.common import (
 )
 from backend.graphrag_agent.keywords import extract_keywords
 from backend.graphrag_agent.ports import ChunkHit, EntityHit, GraphReader, Vector
-from backend.graphrag_agent.text import STOPWORDS, content_terms, index_term_set, index_terms
+from backend.graphrag_agent.text import STOPWORDS, TermSets, content_terms, index_term_set, index_terms
 
 
 @dataclass(frozen=True, slots=True)
@@ -205,10 +205,12 @@ def relation_terms(query: str, seeds: Sequence[Seed]) -> list[str]:
     return [term.removesuffix("'s") for term in content_terms(query) if term.removesuffix("'s") not in named]
 
 
-def relation_strength(relation: RelationRecord, heaviest: float, terms: Sequence[str]) -> float:
+def relation_strength(
+    relation: RelationRecord, heaviest: float, terms: Sequence[str], term_sets: TermSets = index_term_set
+) -> float:
     """Half the relation's weight (relative to the heaviest), half how much it talks about the question."""
     weight = relation.weight / heaviest if heaviest > 0 else 0.0
-    return 0.5 * weight + 0.5 * loose_overlap(terms, relation.description)
+    return 0.5 * weight + 0.5 * loose_overlap(terms, relation.description, term_sets)
 
 
 def _stem(term: str) -> str:
@@ -216,21 +218,24 @@ def _stem(term: str) -> str:
     return term[:5] if len(term) > 5 else term
 
 
-def loose_overlap(terms: Sequence[str], text: str) -> float:
-    """Share of `terms` whose stem occurs in `text`."""
+def loose_overlap(terms: Sequence[str], text: str, term_sets: TermSets = index_term_set) -> float:
+    """Share of `terms` whose stem occurs in `text` (whose words `term_sets` gives: see `text.TermSetCache`)."""
     wanted = {_stem(t) for t in terms}
     if not wanted:
         return 0.0
-    return len(wanted & {_stem(t) for t in index_term_set(text)}) / len(wanted)
+    return len(wanted & {_stem(t) for t in term_sets(text)}) / len(wanted)
 
 
 class GraphExpander:
     """Seeds → relations → neighbours → chunks ranked by weighted mentions."""
 
-    def __init__(self, kb: str, reader: GraphReader, settings: GraphSearchSettings) -> None:
+    def __init__(
+        self, kb: str, reader: GraphReader, settings: GraphSearchSettings, term_sets: TermSets = index_term_set
+    ) -> None:
         self._kb = kb
         self._reader = reader
         self._settings = settings
+        self._term_sets = term_sets
 
     async def expand(self, query: str, seeds: Sequence[Seed]) -> Expansion:
         if not seeds:
@@ -281,7 +286,7 @@ class GraphExpander:
         scored: list[ScoredRelation] = []
         neighbours: dict[str, float] = {}
         for relation in relations:
-            strength = relation_strength(relation, heaviest, terms)
+            strength = relation_strength(relation, heaviest, terms, self._term_sets)
             ends = (relation.source_id, relation.target_id)
             scored.append(ScoredRelation(relation, unit(strength * sum(seed_weights.get(e, 0.0) for e in ends))))
             for near, far in (ends, ends[::-1]):
@@ -355,7 +360,7 @@ def _is_home(record: EntityRecord | None, normalised_title: str) -> bool:
 
 
 def community_scores(
-    query: str, seeds: Sequence[Seed], communities: Iterable[CommunityRecord]
+    query: str, seeds: Sequence[Seed], communities: Iterable[CommunityRecord], term_sets: TermSets = index_term_set
 ) -> list[tuple[CommunityRecord, float]]:
     """Communities by the share of seed weight they hold and how much their summary talks about the question.
 
@@ -368,7 +373,7 @@ def community_scores(
     for community in communities:
         # The seeds it holds, found from the seeds' side: a top-level community has thousands of members.
         held = sum(weights[e] for e in weights.keys() & community.entity_ids) / total
-        about = loose_overlap(terms, f"{community.title}\n{community.summary}")
+        about = loose_overlap(terms, f"{community.title}\n{community.summary}", term_sets)
         scored.append((community, held * (0.5 + 0.5 * about)))
     scored.sort(key=lambda pair: (-pair[1], -pair[0].level, -pair[0].rank, pair[0].community_id))
     return scored
@@ -377,11 +382,19 @@ def community_scores(
 class EvidenceAssembler:
     """Ranked chunks and graph items → results, resolving the document each graph item comes from."""
 
-    def __init__(self, kb: str, reader: GraphReader, settings: GraphSearchSettings, agent_type: str) -> None:
+    def __init__(
+        self,
+        kb: str,
+        reader: GraphReader,
+        settings: GraphSearchSettings,
+        agent_type: str,
+        term_sets: TermSets = index_term_set,
+    ) -> None:
         self._kb = kb
         self._reader = reader
         self._settings = settings
         self._agent_type = agent_type
+        self._term_sets = term_sets
 
     def base_metadata(self) -> dict[str, Any]:
         return {"agent_type": self._agent_type, "kb": self._kb}
@@ -414,7 +427,7 @@ class EvidenceAssembler:
     def local_communities(
         self, query: str, seeds: Sequence[Seed], expansion: Expansion
     ) -> list[tuple[CommunityRecord, float]]:
-        return community_scores(query, seeds, expansion.communities)[: self._settings.community_limit]
+        return community_scores(query, seeds, expansion.communities, self._term_sets)[: self._settings.community_limit]
 
     async def _homes(
         self,

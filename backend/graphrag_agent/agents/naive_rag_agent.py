@@ -28,6 +28,7 @@ from backend.graphrag_agent.dates import DateScope
 from backend.graphrag_agent.focus import QuestionFocus
 from backend.graphrag_agent.fusion import merge_by_score, reciprocal_rank_fusion, spread_over_groups
 from backend.graphrag_agent.ports import ChunkIndex, TextEmbedder
+from backend.graphrag_agent.text import TermSets, index_term_set
 
 __all__ = ["DEFAULT_MIN_SIMILARITY", "DEFAULT_MIN_TERM_OVERLAP", "NaiveRagAgent"]
 
@@ -51,14 +52,17 @@ class NaiveRagAgent(RetrieveOnlyAgent):
         min_similarity: float = DEFAULT_MIN_SIMILARITY,
         min_term_overlap: float = DEFAULT_MIN_TERM_OVERLAP,
         candidates: int | None = None,
+        term_sets: TermSets = index_term_set,
     ) -> None:
+        """`index` and `embedder` are what it reads through, `term_sets` how it tokenises the chunks it scores: a
+        fused request's shared ones when a fusion agent builds it (see shared_reads.py)."""
         if top_k < 1:
             raise ValueError("top_k must be at least 1")
         super().__init__(kb_prefix)
         self._embedder = embedder
         self._top_k = top_k
         depth = candidates if candidates is not None else default_search_depth(top_k)
-        self._search = ChunkSearch(kb_prefix, index, depth, min_similarity, min_term_overlap)
+        self._search = ChunkSearch(kb_prefix, index, depth, min_similarity, min_term_overlap, term_sets)
         # The anchor's neighbours in time are few among its neighbours in meaning: look as deep as a dated search.
         self._continuation_depth = depth * SCOPED_DEPTH
 

@@ -19,47 +19,58 @@ from backend.graphrag_agent.agents.naive_rag_agent import default_search_depth
 from backend.graphrag_agent.keywords import LlmKeywordExtractor, OfflineKeywordExtractor
 from backend.graphrag_agent.model import CompletionModel
 from backend.graphrag_agent.ports import GraphReader, RetrievalAgent, TextEmbedder
-from backend.graphrag_agent.shared_reads import SharedReads
+from backend.graphrag_agent.shared_reads import ReadScope, SharedReads
+from backend.graphrag_agent.text import TermSets, index_term_set
 
 
 @dataclass(frozen=True, slots=True)
 class AgentResources:
-    """The long-lived resources agents share (opened once by the composition root)."""
+    """What agents are built with: the long-lived resources the composition root opened, or for the members of
+    one fused question, its `ReadScope`'s reader, embedder and term sets in their place."""
 
     reader: GraphReader
     embedder: TextEmbedder
     top_k: int = 8
     model: CompletionModel | None = None  # keywords and research planning; offline methods without it
+    term_sets: TermSets = index_term_set  # how agents tokenise the texts they score
 
 
 AgentBuilder = Callable[[KnowledgeBase, AgentResources], RetrievalAgent]
 
 
 def _naive_rag(kb: KnowledgeBase, res: AgentResources) -> RetrievalAgent:
-    return NaiveRagAgent(kb.kb_prefix, res.reader, res.embedder, top_k=res.top_k)
+    return NaiveRagAgent(kb.kb_prefix, res.reader, res.embedder, top_k=res.top_k, term_sets=res.term_sets)
 
 
 def _graph(kb: KnowledgeBase, res: AgentResources) -> RetrievalAgent:
-    return GraphAgent(kb.kb_prefix, res.reader, res.embedder, top_k=res.top_k)
+    return GraphAgent(kb.kb_prefix, res.reader, res.embedder, top_k=res.top_k, term_sets=res.term_sets)
 
 
 def _hybrid(kb: KnowledgeBase, res: AgentResources) -> RetrievalAgent:
     keywords = LlmKeywordExtractor(res.model) if res.model is not None else OfflineKeywordExtractor()
-    return HybridAgent(kb.kb_prefix, res.reader, res.embedder, top_k=res.top_k, keywords=keywords)
+    return HybridAgent(
+        kb.kb_prefix, res.reader, res.embedder, top_k=res.top_k, keywords=keywords, term_sets=res.term_sets
+    )
 
 
 def _deep_research(kb: KnowledgeBase, res: AgentResources) -> RetrievalAgent:
-    return DeepResearchAgent(kb.kb_prefix, res.reader, res.embedder, top_k=res.top_k, model=res.model)
+    return DeepResearchAgent(
+        kb.kb_prefix, res.reader, res.embedder, top_k=res.top_k, model=res.model, term_sets=res.term_sets
+    )
 
 
 def _fusion(kb: KnowledgeBase, res: AgentResources) -> RetrievalAgent:
-    # The members ask much the same of the store and the embedder for one question: they share those reads,
-    # and each search is run once as deep as the deepest member's.
+    # The members ask much the same of the store and the embedder for one question: each question's members are
+    # built over its own read scope, so they share those reads (each search run once as deep as the deepest
+    # member's) and tokenise each text they score once.
     depth = max(default_search_depth(res.top_k), GraphSearchSettings().candidates)
+
+    def members(scope: ReadScope) -> list[RetrievalAgent]:
+        scoped = replace(res, reader=scope.reader, embedder=scope.embedder, term_sets=scope.term_sets)
+        return [build(kb, scoped) for build in (_naive_rag, _graph, _hybrid, _deep_research)]
+
     shared = SharedReads(res.reader, res.embedder, search_depth=depth)
-    members_res = replace(res, reader=shared.reader, embedder=shared.embedder)
-    members = [build(kb, members_res) for build in (_naive_rag, _graph, _hybrid, _deep_research)]
-    return FusionAgent(members, top_k=res.top_k, shared_reads=shared)
+    return FusionAgent.sharing_reads(shared, members, top_k=res.top_k)
 
 
 AGENT_BUILDERS: Mapping[str, AgentBuilder] = {
