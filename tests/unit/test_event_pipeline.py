@@ -204,8 +204,8 @@ async def test_going_over_the_model_call_budget_ends_the_stream_with_a_clear_err
 
 
 async def test_going_over_the_time_budget_keeps_the_partial_answer() -> None:
-    model = AccountedChatModel(FakeChatModel(deltas=("one", " two", " three", " four"), delay_s=0.05))
-    wired = wire(FakeAgent(results=FACTS), model, budgets=BudgetPolicy(timeout_s=0.08))
+    model = AccountedChatModel(FakeChatModel(deltas=("one", " two", " three", " four"), delay_s=0.25))
+    wired = wire(FakeAgent(results=FACTS), model, budgets=BudgetPolicy(timeout_s=0.6))
     events = await answer(wired)
     assert [e.code for e in events if isinstance(e, ErrorEvent)] == ["budget_exceeded"]
     stored = await stored_answer(wired)
@@ -253,8 +253,8 @@ async def test_the_plain_chat_use_case_has_the_same_budgets() -> None:
     stored = await stored_answer(wired)
     assert stored.completed is False and stored.content == ""
 
-    model = AccountedChatModel(FakeChatModel(deltas=("one", " two", " three", " four"), delay_s=0.05))
-    wired = wire(FakeAgent(results=FACTS), model, budgets=BudgetPolicy(timeout_s=0.08))
+    model = AccountedChatModel(FakeChatModel(deltas=("one", " two", " three", " four"), delay_s=0.25))
+    wired = wire(FakeAgent(results=FACTS), model, budgets=BudgetPolicy(timeout_s=0.6))
     with pytest.raises(BudgetExceeded):
         await wired.chat.handle(context, ChatInput(session_id="s1", message="When?", kb_prefix="orchard"))
     stored = await stored_answer(wired)
