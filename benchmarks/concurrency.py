@@ -68,6 +68,7 @@ import httpx
 
 from backend.infrastructure.config.settings import Settings
 from backend.infrastructure.persistence.postgres.conversation_store import describe_dsn
+from benchmarks.goals import GOAL_RATIO
 from benchmarks.graph_probes import (
     RssSampler,
     cpu_seconds,
@@ -94,7 +95,6 @@ from benchmarks.streaming_latency import (
 
 DATABASE = "bench_concurrency"
 HISTORY_DB = "chat_history.db"  # backend.bootstrap.HISTORY_DB; not imported, that would load the whole app here
-GOAL_RATIO = 1.5
 POOL_MAX_DEFAULT = int(Settings.model_fields["postgres_pool_max"].default)
 ERROR_KINDS = ("http", "error_event", "missing_done", "timeout", "transport", "protocol")
 

@@ -1,5 +1,5 @@
 """Measuring tools shared by the benchmarks: per-stage wall time, RSS and CPU of processes, percentiles, ratios,
-the machine and the result file.
+the machine, the result file and progress lines.
 
 Nothing here changes what the product does: `StageClock` shadows methods of already-built objects with
 timed pass-throughs (instance attributes, removed again by `restore`), and the process probes only read /proc.
@@ -14,6 +14,7 @@ import logging
 import math
 import os
 import platform
+import sys
 import threading
 import time
 from collections import defaultdict
@@ -284,9 +285,16 @@ def percentile(values: Sequence[float], q: float) -> float:
     return ordered[low] + (ordered[high] - ordered[low]) * (position - low)
 
 
-def ratio(a: float, b: float) -> float:
-    """a / b to 3 decimals; NaN when b is 0."""
-    return round(a / b, 3) if b else math.nan
+def ratio(a: float | None, b: float | None) -> float:
+    """a / b to 3 decimals; NaN when either is missing or b is 0."""
+    return round(a / b, 3) if a is not None and b else math.nan
+
+
+def dig(value: Any, *path: Any) -> Any:
+    """`value[path[0]][path[1]]...` of a JSON document, or None where a level is missing or not a dict."""
+    for key in path:
+        value = value.get(key) if isinstance(value, dict) else None
+    return value
 
 
 def spread_ms(seconds: Sequence[float]) -> dict[str, float]:
@@ -321,7 +329,20 @@ def machine() -> dict[str, Any]:
     }
 
 
-RESULTS_DIR = Path(__file__).resolve().parent / "results"
+# -- output ---------------------------------------------------------------------------------------------------
+
+ROOT = Path(__file__).resolve().parent.parent
+RESULTS_DIR = ROOT / "benchmarks" / "results"
+
+
+def rel(path: Path) -> str:
+    """`path` relative to the repository when it is inside it (as messages and the report show it)."""
+    return path.relative_to(ROOT).as_posix() if path.is_relative_to(ROOT) else str(path)
+
+
+def log(name: str, message: str) -> None:
+    """A progress line on stderr, tagged with `name` and the time."""
+    print(f"[{name} {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 def result_path(benchmark: str, quick: bool) -> Path:
@@ -342,6 +363,4 @@ def save_result(
     }
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n")
-    root = Path(__file__).resolve().parent.parent
-    shown = output.relative_to(root) if output.is_relative_to(root) else output
-    print(f"wrote {shown} ({results['duration_s']} s)")
+    print(f"wrote {rel(output)} ({results['duration_s']} s)")

@@ -37,6 +37,7 @@ from langchain_openai import ChatOpenAI
 
 from backend.domain.conversation import Message, Role
 from backend.infrastructure.llm import OpenAICompatibleChatModel
+from benchmarks.graph_probes import rel
 
 ROOT = Path(__file__).resolve().parent.parent
 RESULTS = ROOT / "benchmarks" / "results" / "llm_token_parse.json"
@@ -244,7 +245,7 @@ def main() -> None:
     summary = report(results, args.tokens, args.rounds)
     args.output.parent.mkdir(parents=True, exist_ok=True)
     args.output.write_text(json.dumps(summary, indent=2) + "\n")
-    print(f"wrote {args.output.relative_to(ROOT) if args.output.is_relative_to(ROOT) else args.output}")
+    print(f"wrote {rel(args.output)}")
 
 
 if __name__ == "__main__":

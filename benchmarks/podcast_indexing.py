@@ -70,7 +70,7 @@ from backend.bootstrap import open_knowledge_service
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.infrastructure.config.settings import Settings
 from benchmarks.graph_indexing import Wiring, clean_env
-from benchmarks.graph_probes import RefreshLog, StageClock, cpu_seconds, machine, status_kib
+from benchmarks.graph_probes import RefreshLog, StageClock, cpu_seconds, dig, log, machine, rel, status_kib
 from tests.support.datasets import dataset_path
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -169,10 +169,6 @@ class ModelProcess:
 
 
 # -- ours: the worker --------------------------------------------------------------------------------------------
-
-
-def log(name: str, message: str) -> None:
-    print(f"[{name} {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 class InFlight:
@@ -440,15 +436,6 @@ def run_peer(peer: str, job_path: Path, args: argparse.Namespace, work: Path) ->
 # -- the table -------------------------------------------------------------------------------------------------------
 
 
-def _get(result: dict[str, Any], *path: str) -> Any:
-    value: Any = result
-    for key in path:
-        if not isinstance(value, dict) or key not in value:
-            return None
-        value = value[key]
-    return value
-
-
 def _kilo(value: Any) -> str | None:
     return None if value is None else f"{value / 1000:.1f}"
 
@@ -480,8 +467,8 @@ def print_table(document: dict[str, Any]) -> None:
     row("documents", [_fmt(r.get("documents")) for _, r in columns])
     row("chunks", [_fmt(r.get("chunks")) for _, r in columns])
     row("wall (s)", [_fmt(r.get("wall_s"), ".1f") for _, r in columns])
-    row("  of which MiniLM (s)", [_fmt(_get(r, "split_s", "embedding_minilm"), ".1f") for _, r in columns])
-    row("  rest (s)", [_fmt(_get(r, "split_s", "rest"), ".1f") for _, r in columns])
+    row("  of which MiniLM (s)", [_fmt(dig(r, "split_s", "embedding_minilm"), ".1f") for _, r in columns])
+    row("  rest (s)", [_fmt(dig(r, "split_s", "rest"), ".1f") for _, r in columns])
     row("chunks / s", [_fmt(r.get("chunks_per_s"), ".2f") for _, r in columns])
     row("documents / s", [_fmt(r.get("documents_per_s"), ".2f") for _, r in columns])
     row("model calls / chunk", [_fmt(r.get("model_calls_per_chunk"), ".2f") for _, r in columns])
@@ -501,14 +488,14 @@ def print_table(document: dict[str, Any]) -> None:
     if wiki:
         print()
         row(f"2wiki, {params['peer_passages']} passages", [p for p, _ in wiki])
-        row("index wall (s)", [_fmt(_get(r, "index", "wall_s"), ".1f") for _, r in wiki])
-        row("model calls / chunk", [_fmt(_get(r, "index", "model_calls_per_chunk"), ".2f") for _, r in wiki])
+        row("index wall (s)", [_fmt(dig(r, "index", "wall_s"), ".1f") for _, r in wiki])
+        row("model calls / chunk", [_fmt(dig(r, "index", "model_calls_per_chunk"), ".2f") for _, r in wiki])
         row("peak RSS (MiB)", [_fmt(r.get("peak_rss_mib_vmhwm"), ".0f") for _, r in wiki])
         row(
             "local context query p50/p95 (ms)",
             [
-                f"{_fmt(_get(r, 'queries', 'latency', 'p50_ms'), '.0f')}/"
-                f"{_fmt(_get(r, 'queries', 'latency', 'p95_ms'), '.0f')}"
+                f"{_fmt(dig(r, 'queries', 'latency', 'p50_ms'), '.0f')}/"
+                f"{_fmt(dig(r, 'queries', 'latency', 'p95_ms'), '.0f')}"
                 for _, r in wiki
             ],
         )
@@ -597,7 +584,7 @@ def main() -> None:
     print_table(document)
     output.parent.mkdir(parents=True, exist_ok=True)
     output.write_text(json.dumps(document, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"\nwrote {output.relative_to(ROOT) if output.is_relative_to(ROOT) else output}")
+    print(f"\nwrote {rel(output)}")
     failed = [m for m, r in ours.items() if "failed" in r]
     if failed:
         sys.exit(1)

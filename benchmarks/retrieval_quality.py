@@ -44,7 +44,6 @@ import hashlib
 import json
 import multiprocessing
 import shutil
-import sys
 import time
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
@@ -61,8 +60,9 @@ from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.agents import FusionAgent
 from backend.graphrag_agent.ports import AgentTrace
 from backend.infrastructure.agents.rag_factory.builders import AGENT_BUILDERS, AgentResources
+from benchmarks.goals import AGENTS
 from benchmarks.graph_indexing import Wiring, bench_settings
-from benchmarks.graph_probes import machine, spread_ms, status_kib
+from benchmarks.graph_probes import log, machine, spread_ms, status_kib
 from benchmarks.quality_data import (
     DATASETS,
     HIPPORAG_RECALL_AT_5,
@@ -75,7 +75,6 @@ from benchmarks.quality_data import (
 )
 
 PEER_CORPUS_PASSAGES = 425
-AGENTS = ("naive_rag_agent", "graph_agent", "hybrid_agent", "deep_research_agent", "fusion_agent")
 FUSION = "fusion_agent"
 FUSION_MEMBERS = AGENTS[:4]  # as the service builds it (rag_factory/builders.py)
 CACHE = ROOT / "benchmarks" / ".cache" / "quality"
@@ -85,10 +84,6 @@ CACHE_KEPT = 3  # indexes kept per dataset: the current indexing code's and two 
 # Indexing code: a change here rebuilds the cached indexes; agents and the server do not.
 INDEX_CODE = [ROOT / "backend"]
 NOT_INDEX_CODE = ("backend/graphrag_agent/agents/", "backend/server/", "backend/application/chat")
-
-
-def log(message: str) -> None:
-    print(f"[quality {time.strftime('%H:%M:%S')}] {message}", file=sys.stderr, flush=True)
 
 
 # -- the index ---------------------------------------------------------------------------------------------------
@@ -129,7 +124,7 @@ async def build_index(dataset: Dataset, directory: Path) -> dict[str, Any]:
 
         def progress(done: int, total: int, _title: str) -> None:
             if done % every == 0 or done == total:
-                log(f"{dataset.name}: indexed {done}/{total} in {time.perf_counter() - started:.0f} s")
+                log("quality", f"{dataset.name}: indexed {done}/{total} in {time.perf_counter() - started:.0f} s")
 
         report = await service.ingest(KB, dataset.documents, progress)
     meta = {
@@ -149,14 +144,15 @@ async def ensure_index(dataset: Dataset, rebuild: bool, reuse_stale: bool) -> tu
     if reuse_stale and not (directory / "index.json").is_file():
         built = built_indexes(dataset)
         if built:
-            log(f"{dataset.name}: reusing {built[-1].parent.name}, built by other indexing code (--reuse-stale)")
+            stale = built[-1].parent.name
+            log("quality", f"{dataset.name}: reusing {stale}, built by other indexing code (--reuse-stale)")
             meta = json.loads(built[-1].read_text(encoding="utf-8"))
             return built[-1].parent, meta | {"reused": True, "stale": True}
     meta_file = directory / "index.json"
     if meta_file.is_file() and not rebuild:
-        log(f"{dataset.name}: reusing the index in {directory.name}")
+        log("quality", f"{dataset.name}: reusing the index in {directory.name}")
         return directory, json.loads(meta_file.read_text(encoding="utf-8")) | {"reused": True}
-    log(f"{dataset.name}: building the index ({len(dataset.documents)} documents)")
+    log("quality", f"{dataset.name}: building the index ({len(dataset.documents)} documents)")
     meta = await build_index(dataset, directory) | {"reused": False}
     prune_cache(dataset)
     return directory, meta
@@ -171,7 +167,7 @@ def prune_cache(dataset: Dataset) -> None:
     """Keep the CACHE_KEPT newest indexes of this dataset (an index is some hundred MB to GBs; older indexing
     code's ones are only worth keeping for `--reuse-stale` and a quick switch between branches)."""
     for meta in built_indexes(dataset)[:-CACHE_KEPT]:
-        log(f"{dataset.name}: removing the old index {meta.parent.name}")
+        log("quality", f"{dataset.name}: removing the old index {meta.parent.name}")
         shutil.rmtree(meta.parent, ignore_errors=True)
 
 
@@ -377,7 +373,7 @@ def _first_questions(dataset: Dataset, count: int | None) -> Dataset:
 async def evaluate(name: str, args: argparse.Namespace) -> dict[str, Any]:
     dataset = LOADERS[name](args.quick)
     directory, index = await ensure_index(dataset, args.rebuild, args.reuse_stale)
-    log(f"{name}: {len(dataset.questions)} questions x {len(args.agents)} agents")
+    log("quality", f"{name}: {len(dataset.questions)} questions x {len(args.agents)} agents")
     rankings = await agent_rankings(dataset, directory, args.agents)
     rankings["bm25"] = bm25_rankings(dataset)
     figures = FIGURES[name]
