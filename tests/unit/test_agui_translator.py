@@ -7,7 +7,7 @@ from typing import Any
 
 import orjson
 import pytest
-from ag_ui.core import Event, EventType, RunAgentInput, TextMessageContentEvent
+from ag_ui.core import Event, EventType, RunAgentInput
 from pydantic import TypeAdapter
 
 from backend.domain.conversation import Citation
@@ -31,7 +31,7 @@ from backend.domain.retrieval import AgentRun, EvidenceSource, Granularity, RagR
 from backend.domain.routing import RouteDecision
 from backend.domain.worker import Worker
 from backend.server.agui.inputs import run_from_input
-from backend.server.agui.translator import AguiTranslator, encode
+from backend.server.agui.translator import AguiTranslator
 
 EVENTS: TypeAdapter[Event] = TypeAdapter(Event)
 QUESTION = "When was the orchard founded?"
@@ -79,9 +79,9 @@ def rag_events(*agents: str, tokens: tuple[str, ...] = ("Founded", " 1921")) -> 
     return events
 
 
-def translate_all(events: list[Any]) -> list[Any]:
+def translate_all(events: list[Any], translator: AguiTranslator | None = None) -> list[Any]:
     """Frames parsed back into ag_ui.core models: a frame that is not a valid AG-UI event fails here."""
-    translator = AguiTranslator("thread-1", "run-1", clock=lambda: 1_700_000_000_000)
+    translator = translator or AguiTranslator("thread-1", "run-1", clock=lambda: 1_700_000_000_000)
     frames = [frame for event in events for frame in translator.frames(event)]
     assert all(frame.startswith(b"data: ") and frame.endswith(b"\n\n") and b"\r" not in frame for frame in frames)
     return [EVENTS.validate_json(frame[len(b"data: ") : -2]) for frame in frames]
@@ -161,15 +161,6 @@ def test_parallel_retrievals_are_announced_together_and_closed_as_each_finishes(
     assert started[1:4] == ["retrieval:naive_rag_agent", "retrieval:graph_agent", "retrieval:naive_rag_agent#3"]
     results = [e for e in events if e.type is EventType.TOOL_CALL_RESULT]
     assert len({e.tool_call_id for e in results}) == 3 and len({e.message_id for e in results}) == 3
-
-
-def test_the_token_fast_path_writes_what_the_event_type_would() -> None:
-    translator = AguiTranslator("thread-1", "run-1", clock=lambda: 123)
-    for event in (StartEvent(), ProgressEvent(Stage.GENERATION, 0, 1), TokenEvent("a")):
-        translator.frames(event)  # the message is open from the first token on
-    fast = translator.frames(TokenEvent('quote " and ünïcode'))
-    model = TextMessageContentEvent(message_id=translator.message_id, delta='quote " and ünïcode', timestamp=123)
-    assert fast == [encode(model)]
 
 
 def test_reasoning_is_its_own_message_closed_before_the_answer_starts() -> None:
@@ -255,7 +246,7 @@ def test_an_answer_without_tokens_is_an_empty_message_and_general_chat_has_no_to
 def test_unknown_events_and_events_after_the_end_are_skipped(caplog: pytest.LogCaptureFixture) -> None:
     translator = AguiTranslator("thread-1", "run-1")
     translator.frames(StartEvent())
-    assert translator.translate(object()) == []  # type: ignore[arg-type]
+    assert translator.frames(object()) == []  # type: ignore[arg-type]
     assert "no AG-UI form" in caplog.text
     translator.frames(DoneEvent("m"))
     assert translator.finished and translator.frames(TokenEvent("late")) == []
@@ -264,7 +255,7 @@ def test_unknown_events_and_events_after_the_end_are_skipped(caplog: pytest.LogC
 
 def test_abort_ends_an_unfinished_run_with_run_error() -> None:
     translator = AguiTranslator("thread-1", "run-1")
-    started = translator.translate(StartEvent()) + translator.translate(ProgressEvent(Stage.ROUTING, 0, 1))
+    started = translate_all([StartEvent(), ProgressEvent(Stage.ROUTING, 0, 1)], translator)
     closing = translator.abort("stream failed", "internal_error")
     assert [e.type for e in closing] == [EventType.STEP_FINISHED, EventType.RUN_ERROR]
     assert_well_formed(started + closing)

@@ -265,19 +265,6 @@ def test_a_stream_is_role_chunk_one_chunk_per_token_then_annotations_and_stop_th
     assert annotations[1]["url_citation"]["url"] == "http://testserver/api/v1/kbs/orchard/documents/doc2"
 
 
-def test_token_frames_are_the_generic_chunk_shape() -> None:
-    chunks = CompletionChunks("chatcmpl-r1", 1, 'odd "model"', BASE)
-    (fast,) = decode(chunks.frame(TokenEvent("a\nb ✓")))
-    expected = {
-        "id": "chatcmpl-r1",
-        "object": "chat.completion.chunk",
-        "created": 1,
-        "model": 'odd "model"',
-        "choices": [{"index": 0, "delta": {"content": "a\nb ✓"}, "logprobs": None, "finish_reason": None}],
-    }
-    assert fast == expected
-
-
 def test_an_error_is_an_openai_error_frame_then_done_without_a_stop_chunk() -> None:
     chunks = CompletionChunks("chatcmpl-r1", 1, "auto", BASE)
     frames = b"".join(

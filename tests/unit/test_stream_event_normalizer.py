@@ -70,14 +70,3 @@ def test_sequence_numbers_are_per_request() -> None:
     first, second = StreamEventNormalizer("a"), StreamEventNormalizer("b")
     first.normalize(StartEvent())
     assert second.normalize(StartEvent())["seq"] == 0
-
-
-def test_the_token_fast_path_matches_the_generic_normaliser() -> None:
-    fast, generic = StreamEventNormalizer("r"), StreamEventNormalizer("r")
-    fast.frame(StartEvent())
-    generic.frame(StartEvent())
-    fast_wire = orjson.loads(fast.frame(TokenEvent('say "hi"\n'))[len(b"data: ") :])
-    generic_wire = generic.normalize(TokenEvent('say "hi"\n'))
-    assert fast_wire.keys() == generic_wire.keys()
-    assert {k: v for k, v in fast_wire.items() if k != "ts"} == {k: v for k, v in generic_wire.items() if k != "ts"}
-    assert fast.normalize(DoneEvent(None))["seq"] == 2

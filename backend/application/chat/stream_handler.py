@@ -193,10 +193,7 @@ class StreamHandler:
     def _through(self, run: Run, draft: AssistantDraft, event: StreamEvent) -> Sequence[StreamEvent]:
         processed = self._pipeline.process(run, event)
         for out in processed:
-            if type(out) is TokenEvent:  # the hot path, inline
-                draft.tokens.append(out.text)
-            else:
-                _keep(draft, out)
+            _keep(draft, out)
         return processed
 
     async def _route(self, turn: PreparedTurn, draft: AssistantDraft) -> AsyncGenerator[StreamEvent, None]:

@@ -42,7 +42,6 @@ from ag_ui.core import (
     RunStartedEvent,
     StepFinishedEvent,
     StepStartedEvent,
-    TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
     ToolCallArgsEvent,
@@ -119,17 +118,17 @@ class AguiTranslator:
 
     def frames(self, event: StreamEvent) -> list[bytes]:
         """The SSE frames (`data: {json}\\n\\n`, LF only) for one internal event."""
-        if type(event) is TokenEvent and self._state.message_open and not self._state.reasoning_open:
-            # The hot path: one frame per model delta, the same JSON TextMessageContentEvent would give.
-            body = {"type": "TEXT_MESSAGE_CONTENT", "timestamp": self._clock(), "messageId": self.message_id}
-            body["delta"] = event.text
-            return [b"data: " + orjson.dumps(body) + b"\n\n"]
-        return [encode(out) for out in self.translate(event)]
-
-    def translate(self, event: StreamEvent) -> list[BaseEvent]:
         if self._state.finished:
             logger.warning("AG-UI run %s: %s after the run ended, skipped", self.run_id, event.kind)
             return []
+        if type(event) is TokenEvent:  # most of a run: written by `_text_frame`, not as a typed event
+            opening = self._open_message()  # empty but at the first token, or the first after reasoning
+            frame = self._text_frame(event.text)
+            return [*map(encode, opening), frame] if opening else [frame]
+        return [encode(out) for out in self._translate(event)]
+
+    def _translate(self, event: StreamEvent) -> list[BaseEvent]:
+        """The typed events of an unfinished run for every internal event but a token."""
         match event:
             case StartEvent():
                 return [
@@ -143,8 +142,6 @@ class AguiTranslator:
                 return self._retrieved(event)
             case CitationsEvent(citations=citations):
                 return [CustomEvent(name="citations", value=[citation.to_dict() for citation in citations])]
-            case TokenEvent(text=text):
-                return [*self._open_message(), TextMessageContentEvent(message_id=self.message_id, delta=text)]
             case ReasoningEvent(text=text):
                 return self._reasoning(text)
             case ExecutionLogEvent():
@@ -164,6 +161,17 @@ class AguiTranslator:
             return []
         self._state.error = ErrorEvent(message, code)
         return self._done(None)
+
+    def _text_frame(self, delta: str) -> bytes:
+        """TEXT_MESSAGE_CONTENT for one model delta: the JSON `encode` writes for the typed event, built here
+        without a pydantic model per token."""
+        body = {
+            "type": "TEXT_MESSAGE_CONTENT",
+            "timestamp": self._clock(),
+            "messageId": self.message_id,
+            "delta": delta,
+        }
+        return b"data: " + orjson.dumps(body) + b"\n\n"
 
     # -- stages ---------------------------------------------------------------------------------------
 

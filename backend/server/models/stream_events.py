@@ -68,7 +68,10 @@ class StreamEventNormalizer:
         self._seq = 0
 
     def normalize(self, event: StreamEvent) -> dict[str, Any]:
-        wire: dict[str, Any] = {"status": event.kind.value, **event_fields(event)}
+        if type(event) is TokenEvent:  # most of a stream: `event_fields`'s shape, without its dispatch
+            wire: dict[str, Any] = {"status": "token", "content": event.text}
+        else:
+            wire = {"status": event.kind.value, **event_fields(event)}
         wire["request_id"] = self._request_id
         wire["seq"] = self._seq
         wire["ts"] = _now()
@@ -76,12 +79,6 @@ class StreamEventNormalizer:
         return wire
 
     def frame(self, event: StreamEvent) -> bytes:
-        if type(event) is TokenEvent:
-            # The hot path: the same wire shape as `normalize`, built without the generic dispatch.
-            seq = self._seq
-            self._seq = seq + 1
-            token = {"status": "token", "content": event.text, "request_id": self._request_id, "seq": seq, "ts": _now()}
-            return b"data: " + orjson.dumps(token) + b"\n\n"
         return b"data: " + orjson.dumps(self.normalize(event), default=_json_default) + b"\n\n"
 
 

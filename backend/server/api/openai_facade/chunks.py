@@ -40,7 +40,7 @@ class CompletionChunks:
             "model": model,
         }
         self._base_url = base_url
-        # A token frame is `prefix + JSON string + suffix`: built once, so the token loop only dumps the text.
+        # A token frame is `prefix + JSON string + suffix`, built once: per token only the text is dumped.
         head = orjson.dumps(self._envelope)[:-1]
         self._token_prefix = b"data: " + head + b',"choices":[{"index":0,"delta":{"content":'
         self._token_suffix = b'},"logprobs":null,"finish_reason":null}]}\n\n'
@@ -51,7 +51,7 @@ class CompletionChunks:
 
     def frame(self, event: StreamEvent) -> bytes:
         """The bytes to send for this event; empty when the event has no place in the protocol."""
-        if type(event) is TokenEvent:  # the hot path first
+        if type(event) is TokenEvent:  # most of a stream: the JSON of `_chunk({"content": text})`
             self._text.append(event.text)
             return self._token_prefix + orjson.dumps(event.text) + self._token_suffix
         match event:
