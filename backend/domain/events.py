@@ -88,6 +88,10 @@ class ExecutionLogEvent:
     duration_ms: float = 0.0
     kind: EventKind = field(default=EventKind.EXECUTION_LOG, init=False)
 
+    def to_dict(self) -> dict[str, Any]:
+        """The entry as stored in an answer's debug and sent by every protocol."""
+        return {"node": self.node, "input": self.input, "output": self.output, "duration_ms": self.duration_ms}
+
 
 @dataclass(frozen=True, slots=True)
 class DoneEvent:

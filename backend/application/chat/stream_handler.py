@@ -230,6 +230,4 @@ def _keep(draft: AssistantDraft, event: StreamEvent) -> None:
     elif isinstance(event, CitationsEvent):
         draft.citations = event.citations
     elif isinstance(event, ExecutionLogEvent):
-        draft.execution_log.append(
-            {"node": event.node, "input": event.input, "output": event.output, "duration_ms": event.duration_ms}
-        )
+        draft.execution_log.append(event.to_dict())

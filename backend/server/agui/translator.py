@@ -145,8 +145,7 @@ class AguiTranslator:
             case ReasoningEvent(text=text):
                 return self._reasoning(text)
             case ExecutionLogEvent():
-                value = {"node": event.node, "input": event.input, "output": event.output}
-                return [CustomEvent(name="execution_log", value=value | {"duration_ms": event.duration_ms})]
+                return [CustomEvent(name="execution_log", value=event.to_dict())]
             case ErrorEvent():
                 self._state.error = self._state.error or event
                 return []

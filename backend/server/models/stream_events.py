@@ -45,14 +45,7 @@ def event_fields(event: StreamEvent) -> dict[str, Any]:
         case ErrorEvent(message=message, code=code):
             return {"message": message, "code": code}
         case ExecutionLogEvent():
-            return {
-                "content": {
-                    "node": event.node,
-                    "input": event.input,
-                    "output": event.output,
-                    "duration_ms": event.duration_ms,
-                }
-            }
+            return {"content": event.to_dict()}
         case DoneEvent(message_id=message_id):
             return {"message_id": message_id}
         case StartEvent():
