@@ -42,9 +42,12 @@ from backend.graphrag_agent.ports import TextEmbedder
 from backend.infrastructure.agents.rag_factory.builders import AGENT_BUILDERS, AgentResources
 from backend.infrastructure.agents.rag_factory.manager import RAGAgentManager
 from backend.infrastructure.config.settings import (
+    EmbeddingEnv,
     EmbeddingProvider,
     ExtractorKind,
     GraphStoreKind,
+    IngestionEnv,
+    LlmEnv,
     Settings,
     StoreKind,
 )
@@ -81,13 +84,14 @@ LLM_CACHE_DB = "llm_cache.db"
 
 
 async def _open_conversation_store(settings: Settings, stack: AsyncExitStack) -> ConversationStore:
-    kind = settings.conversation_store
-    dsn = settings.resolved_postgres_dsn()
+    conversations = settings.conversations
+    kind = conversations.store
+    dsn = conversations.resolved_postgres_dsn()
     if kind is StoreKind.POSTGRES or (kind is StoreKind.AUTO and dsn):
         if not dsn:
             raise ValueError("CONVERSATION_STORE=postgres needs POSTGRES_DSN or POSTGRES_HOST")
         postgres = await PostgresConversationStore.open(
-            dsn, min_size=settings.postgres_pool_min, max_size=settings.postgres_pool_max
+            dsn, min_size=conversations.postgres_pool_min, max_size=conversations.postgres_pool_max
         )
         stack.push_async_callback(postgres.close)
         logger.info("conversation history: Postgres")
@@ -95,48 +99,48 @@ async def _open_conversation_store(settings: Settings, stack: AsyncExitStack) ->
     if kind is StoreKind.MEMORY:
         logger.warning("conversation history: in memory (lost on restart)")
         return InMemoryConversationStore()
-    sqlite = await SqliteConversationStore.open(settings.data_dir / HISTORY_DB)
+    sqlite = await SqliteConversationStore.open(settings.server.data_dir / HISTORY_DB)
     stack.push_async_callback(sqlite.close)
-    logger.info("conversation history: SQLite file %s", settings.data_dir / HISTORY_DB)
+    logger.info("conversation history: SQLite file %s", settings.server.data_dir / HISTORY_DB)
     return sqlite
 
 
-def _build_embedder(settings: Settings) -> TextEmbedder:
-    if settings.embedding_provider is EmbeddingProvider.OPENAI:
-        if not settings.embedding_base_url:
+def _build_embedder(embeddings: EmbeddingEnv) -> TextEmbedder:
+    if embeddings.provider is EmbeddingProvider.OPENAI:
+        if not embeddings.base_url:
             raise ValueError("EMBEDDING_PROVIDER=openai needs EMBEDDING_BASE_URL")
         return OpenAICompatibleEmbedder(
-            base_url=settings.embedding_base_url,
-            api_key=settings.embedding_api_key.get_secret_value(),
-            model=settings.embedding_model,
-            dimension=settings.embedding_dimension,
-            batch_size=settings.embedding_batch_size,
-            multilingual=settings.embedding_multilingual is not False,
+            base_url=embeddings.base_url,
+            api_key=embeddings.api_key.get_secret_value(),
+            model=embeddings.model,
+            dimension=embeddings.dimension,
+            batch_size=embeddings.batch_size,
+            multilingual=embeddings.multilingual is not False,
         )
     return MiniLMEmbedder.load(
-        settings.embedding_model_dir,
-        engine=settings.embedding_engine,
-        multilingual=settings.embedding_multilingual is True,
-        precision=settings.embedding_precision,
+        embeddings.model_dir,
+        engine=embeddings.engine,
+        multilingual=embeddings.multilingual is True,
+        precision=embeddings.precision,
     )
 
 
-def _build_chat_model(settings: Settings, stack: AsyncExitStack) -> ChatModel | None:
-    if not (settings.llm_base_url and settings.llm_model):
+def _build_chat_model(llm: LlmEnv, stack: AsyncExitStack) -> ChatModel | None:
+    if not (llm.base_url and llm.model):
         return None
     model = OpenAICompatibleChatModel(
-        base_url=settings.llm_base_url,
-        api_key=settings.llm_api_key.get_secret_value(),
-        model=settings.llm_model,
-        temperature=settings.llm_temperature,
-        timeout_s=settings.llm_timeout_s,
-        stream_idle_timeout_s=settings.llm_stream_idle_timeout_s,
-        max_retries=settings.llm_max_retries,
-        max_tokens=settings.llm_max_tokens,
+        base_url=llm.base_url,
+        api_key=llm.api_key.get_secret_value(),
+        model=llm.model,
+        temperature=llm.temperature,
+        timeout_s=llm.timeout_s,
+        stream_idle_timeout_s=llm.stream_idle_timeout_s,
+        max_retries=llm.max_retries,
+        max_tokens=llm.max_tokens,
     )
     stack.push_async_callback(model.aclose)
     # Every call of a request counts against its budget and lands in its debug log, secrets masked.
-    return AccountedChatModel(model, secrets=[settings.llm_api_key.get_secret_value()])
+    return AccountedChatModel(model, secrets=[llm.api_key.get_secret_value()])
 
 
 async def _open_graph_store(
@@ -145,42 +149,43 @@ async def _open_graph_store(
     """The knowledge graph. A server starts while Neo4j is down (it creates the schema when Neo4j answers, and
     /ready says so); the CLI, which has nothing to do without the graph, fails at once."""
     store: GraphStore
-    kind = settings.graph_store
-    if kind is GraphStoreKind.NEO4J or (kind is GraphStoreKind.AUTO and settings.neo4j_uri):
-        if not settings.neo4j_uri:
+    knowledge = settings.knowledge
+    kind = knowledge.store
+    if kind is GraphStoreKind.NEO4J or (kind is GraphStoreKind.AUTO and knowledge.neo4j_uri):
+        if not knowledge.neo4j_uri:
             raise ValueError("GRAPH_STORE=neo4j needs NEO4J_URI")
         store = await Neo4jGraphStore.open(
-            settings.neo4j_uri,
-            settings.neo4j_user,
-            settings.neo4j_password.get_secret_value(),
-            database=settings.neo4j_database,
+            knowledge.neo4j_uri,
+            knowledge.neo4j_user,
+            knowledge.neo4j_password.get_secret_value(),
+            database=knowledge.neo4j_database,
             embedding_dimension=embedder.dimension,
             lazy=serving,
         )
         logger.info("knowledge graph: Neo4j")
     else:
-        store = await EmbeddedGraphStore.open(settings.data_dir / GRAPH_DB)
-        logger.info("knowledge graph: embedded SQLite file %s", settings.data_dir / GRAPH_DB)
+        store = await EmbeddedGraphStore.open(settings.server.data_dir / GRAPH_DB)
+        logger.info("knowledge graph: embedded SQLite file %s", settings.server.data_dir / GRAPH_DB)
     stack.push_async_callback(store.close)
     return store
 
 
-def _uses_model_for_indexing(settings: Settings, model: ChatModel | None) -> bool:
-    if settings.extractor is ExtractorKind.LLM and model is None:
+def _uses_model_for_indexing(ingestion: IngestionEnv, model: ChatModel | None) -> bool:
+    if ingestion.extractor is ExtractorKind.LLM and model is None:
         raise ValueError("EXTRACTOR=llm needs a chat model (LLM_BASE_URL and LLM_MODEL)")
-    return settings.extractor is ExtractorKind.LLM or (settings.extractor is ExtractorKind.AUTO and model is not None)
+    return ingestion.extractor is ExtractorKind.LLM or (ingestion.extractor is ExtractorKind.AUTO and model is not None)
 
 
 async def _build_extractor(settings: Settings, model: ChatModel | None, stack: AsyncExitStack) -> Extractor:
-    if model is None or not _uses_model_for_indexing(settings, model):
+    if model is None or not _uses_model_for_indexing(settings.ingestion, model):
         return OfflineExtractor()
-    cache = await ExtractionCache.open(settings.data_dir / LLM_CACHE_DB)
+    cache = await ExtractionCache.open(settings.server.data_dir / LLM_CACHE_DB)
     stack.push_async_callback(cache.close)
-    return LlmExtractor(model, cache, max_concurrency=settings.extraction_concurrency)
+    return LlmExtractor(model, cache, max_concurrency=settings.ingestion.extraction_concurrency)
 
 
-def _build_summarizer(settings: Settings, model: ChatModel | None) -> CommunitySummarizer:
-    if model is not None and _uses_model_for_indexing(settings, model):
+def _build_summarizer(ingestion: IngestionEnv, model: ChatModel | None) -> CommunitySummarizer:
+    if model is not None and _uses_model_for_indexing(ingestion, model):
         return LlmCommunitySummarizer(model)
     return ExtractiveCommunitySummarizer()
 
@@ -199,26 +204,27 @@ async def _open_knowledge(
 ) -> _Knowledge:
     """The knowledge graph and everything that writes it, shared by the server (`serving`: communities are
     refreshed in the background) and the CLI (refreshed at the end of each batch)."""
-    settings.data_dir.mkdir(parents=True, exist_ok=True)
+    ingestion = settings.ingestion
+    settings.server.data_dir.mkdir(parents=True, exist_ok=True)
     stack.enter_context(single_threaded_blas())  # vector searches run side by side: see native_threads.py
-    embedder = _build_embedder(settings)
+    embedder = _build_embedder(settings.embeddings)
     store = await _open_graph_store(settings, embedder, stack, serving)
-    registry = KnowledgeBaseRegistry.from_file(settings.kb_registry_path)
+    registry = KnowledgeBaseRegistry.from_file(settings.knowledge.kb_registry_path)
     catalog = KnowledgeBaseCatalog(registry, store)
     locks = KbLocks()
     detector = CommunityBuilder(
-        _build_summarizer(settings, model), max_cluster_size=settings.community_max_cluster_size
+        _build_summarizer(ingestion, model), max_cluster_size=ingestion.community_max_cluster_size
     )
     maintainer = CommunityMaintainer(store, embedder, detector)
     refresher: CommunityRefresher = maintainer
     if serving:
-        deferred = DeferredRefresher(maintainer, locks, settings.community_refresh_delay_s)
+        deferred = DeferredRefresher(maintainer, locks, ingestion.community_refresh_delay_s)
         stack.push_async_callback(deferred.drain)
         refresher = deferred
     indexer = GraphIndexer(
         store,
         embedder,
-        TokenChunker(settings.chunk_tokens, settings.chunk_overlap_tokens),
+        TokenChunker(ingestion.chunk_tokens, ingestion.chunk_overlap_tokens),
         await _build_extractor(settings, model, stack),
         refresher,
         locks,
@@ -231,31 +237,32 @@ async def _open_knowledge(
 async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
     async with AsyncExitStack() as stack:
         store = await _open_conversation_store(settings, stack)
-        model = _build_chat_model(settings, stack)
+        model = _build_chat_model(settings.llm, stack)
         knowledge = await _open_knowledge(settings, model, stack, serving=True)
         catalog = knowledge.catalog
+        chat, retrieval = settings.chat, settings.retrieval
 
-        generator = AnswerGenerator(model, ExtractiveAnswerer(), settings.history_token_budget)
-        resources = AgentResources(knowledge.store, knowledge.embedder, settings.rag_top_k, model)
-        pool = RAGAgentManager(AGENT_BUILDERS, resources, settings.agent_pool_max)
-        limits = RetrievalLimits(settings.rag_agent_timeout_s, settings.rag_context_token_budget, settings.rag_top_k)
+        generator = AnswerGenerator(model, ExtractiveAnswerer(), chat.history_token_budget)
+        resources = AgentResources(knowledge.store, knowledge.embedder, retrieval.top_k, model)
+        pool = RAGAgentManager(AGENT_BUILDERS, resources, retrieval.agent_pool_max)
+        limits = RetrievalLimits(retrieval.agent_timeout_s, retrieval.context_token_budget, retrieval.top_k)
         handlers = KnowledgeBaseHandlerFactory.from_knowledge_bases(knowledge.registry.list())
         rag = RagManager(pool, limits)
         routing = RoutingSettings(
-            auto_route=settings.kb_auto_route,
-            allow_override=settings.kb_auto_route_override,
-            min_confidence=settings.kb_auto_route_min_confidence,
+            auto_route=settings.routing.auto_route,
+            allow_override=settings.routing.allow_override,
+            min_confidence=settings.routing.min_confidence,
         )
         policy = RoutingPolicy(routing, pool.available_agent_types)
         classifier = LlmIntentClassifier(model) if model is not None else None
-        router = RouterGraph(catalog, policy, classifier, settings.router_llm_timeout_s)
+        router = RouterGraph(catalog, policy, classifier, settings.routing.llm_timeout_s)
         turns = TurnService(
             store,
             catalog,
             pool.available_agent_types,
-            TurnLimits(settings.max_message_chars, settings.history_max_messages),
+            TurnLimits(chat.max_message_chars, chat.history_max_messages),
         )
-        budgets = BudgetPolicy(settings.request_max_model_calls, settings.request_timeout_s)
+        budgets = BudgetPolicy(chat.request_max_model_calls, chat.request_timeout_s)
         saver = AnswerSaver(turns)  # every turn's answer; drained before the stores close (LIFO)
         stack.push_async_callback(saver.drain)
         stream = StreamHandler(
@@ -287,6 +294,6 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
 async def open_knowledge_service(settings: Settings) -> AsyncIterator[KnowledgeService]:
     """Only what ingestion needs (the CLI): communities are refreshed at the end of each batch."""
     async with AsyncExitStack() as stack:
-        model = _build_chat_model(settings, stack)
+        model = _build_chat_model(settings.llm, stack)
         knowledge = await _open_knowledge(settings, model, stack, serving=False)
         yield knowledge.service

@@ -86,12 +86,12 @@ def serve(
 ) -> None:
     """Serve the HTTP API."""
     settings = Settings()
-    bind_host = host or settings.host
-    if settings.auth_mode is AuthMode.NONE and not _is_loopback(bind_host) and not allow_insecure:
+    bind_host = host or settings.server.host
+    if settings.auth.mode is AuthMode.NONE and not _is_loopback(bind_host) and not allow_insecure:
         console.print(f"[red]AUTH_MODE=none serves every user's history to anyone who reaches {bind_host}.[/red]")
         console.print("Bind to 127.0.0.1, set API_KEYS and AUTH_MODE=api_key, or pass --allow-insecure.")
         raise typer.Exit(2)
-    if settings.auth_mode is AuthMode.API_KEY and not settings.api_key_map():
+    if settings.auth.mode is AuthMode.API_KEY and not settings.auth.api_key_map():
         console.print('[red]AUTH_MODE=api_key needs API_KEYS ("key=user,key2=user2").[/red]')
         raise typer.Exit(2)
     # sse-starlette would cancel every stream as soon as the signal arrives, cutting them off mid-answer;
@@ -101,13 +101,13 @@ def serve(
     config = uvicorn.Config(
         build_app(settings, running),
         host=bind_host,
-        port=port or settings.port,
+        port=port or settings.server.port,
         log_config=None,
-        timeout_graceful_shutdown=math.ceil(settings.shutdown_grace_s + WIND_DOWN_S),
-        timeout_keep_alive=settings.http_keep_alive_s,
-        http=read_timeout_protocol(settings.http_header_timeout_s, settings.http_body_timeout_s),
+        timeout_graceful_shutdown=math.ceil(settings.server.shutdown_grace_s + WIND_DOWN_S),
+        timeout_keep_alive=settings.server.http_keep_alive_s,
+        http=read_timeout_protocol(settings.server.http_header_timeout_s, settings.server.http_body_timeout_s),
     )
-    server = GracefulServer(config, running, settings.shutdown_grace_s)
+    server = GracefulServer(config, running, settings.server.shutdown_grace_s)
     server.run()
     if not server.started:
         raise typer.Exit(3)  # what uvicorn.run exits with when the app fails to start
@@ -116,7 +116,7 @@ def serve(
 def _with_knowledge(work: Callable[[KnowledgeService], Awaitable[T]]) -> T:
     """Open what ingestion needs, run `work`, close; domain errors become a clear message and exit 1."""
     settings = Settings()
-    configure_logging(settings.log_level, known_secrets(settings))
+    configure_logging(settings.server.log_level, known_secrets(settings))
 
     async def run() -> T:
         async with open_knowledge_service(settings) as service:

@@ -17,30 +17,31 @@ from backend.server.config import ServerConfig
 
 
 def server_config(settings: Settings) -> ServerConfig:
+    auth, server = settings.auth, settings.server
     return ServerConfig(
-        auth_mode=settings.auth_mode.value,
-        api_keys=settings.api_key_map(),
-        sse_heartbeat_s=settings.sse_heartbeat_s,
-        debug_level=settings.debug_level,
-        max_body_bytes=settings.max_body_bytes,
-        max_upload_bytes=settings.max_upload_bytes,
-        admin_users=settings.admin_user_ids(),
-        rate_limit_per_minute=settings.effective_rate_limit_per_minute(),
-        rate_limit_burst=settings.rate_limit_burst,
+        auth_mode=auth.mode.value,
+        api_keys=auth.api_key_map(),
+        sse_heartbeat_s=server.sse_heartbeat_s,
+        debug_level=settings.chat.debug_level,
+        max_body_bytes=server.max_body_bytes,
+        max_upload_bytes=server.max_upload_bytes,
+        admin_users=auth.admin_user_ids(),
+        rate_limit_per_minute=auth.effective_rate_limit_per_minute(),
+        rate_limit_burst=auth.rate_limit_burst,
     )
 
 
 def known_secrets(settings: Settings) -> list[str]:
     """Secret values to mask in logs."""
     values = [
-        settings.llm_api_key.get_secret_value(),
-        settings.embedding_api_key.get_secret_value(),
-        settings.postgres_password.get_secret_value(),
-        settings.neo4j_password.get_secret_value(),
-        *settings.api_key_map(),
+        settings.llm.api_key.get_secret_value(),
+        settings.embeddings.api_key.get_secret_value(),
+        settings.conversations.postgres_password.get_secret_value(),
+        settings.knowledge.neo4j_password.get_secret_value(),
+        *settings.auth.api_key_map(),
     ]
-    if settings.postgres_dsn is not None:
-        values.append(settings.postgres_dsn.get_secret_value())
+    if settings.conversations.postgres_dsn is not None:
+        values.append(settings.conversations.postgres_dsn.get_secret_value())
     return [value for value in values if value]
 
 
@@ -53,7 +54,7 @@ class RunningServices:
 
 def build_app(settings: Settings | None = None, running: RunningServices | None = None) -> FastAPI:
     settings = settings or Settings()
-    configure_logging(settings.log_level, known_secrets(settings))
+    configure_logging(settings.server.log_level, known_secrets(settings))
     app_settings = settings
 
     @asynccontextmanager

@@ -66,7 +66,7 @@ from typing import Any
 import asyncpg
 import httpx
 
-from backend.infrastructure.config.settings import Settings
+from backend.infrastructure.config.settings import ConversationStoreEnv
 from backend.infrastructure.persistence.postgres.conversation_store import describe_dsn
 from benchmarks.goals import GOAL_RATIO
 from benchmarks.graph_probes import (
@@ -95,7 +95,7 @@ from benchmarks.streaming_latency import (
 
 DATABASE = "bench_concurrency"
 HISTORY_DB = "chat_history.db"  # backend.bootstrap.HISTORY_DB; not imported, that would load the whole app here
-POOL_MAX_DEFAULT = int(Settings.model_fields["postgres_pool_max"].default)
+POOL_MAX_DEFAULT = int(ConversationStoreEnv.model_fields["postgres_pool_max"].default)
 ERROR_KINDS = ("http", "error_event", "missing_done", "timeout", "transport", "protocol")
 
 QUICK: dict[str, int] = {"streams": 50, "waves": 2, "tokens": 64}

@@ -103,7 +103,7 @@ from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.communities import detect_communities
 from backend.graphrag_agent.ports import AgentTrace, TextEmbedder
 from backend.infrastructure.agents.rag_factory.builders import AGENT_BUILDERS, AgentResources
-from backend.infrastructure.config.settings import Settings
+from backend.infrastructure.config.settings import EmbeddingEnv, Settings
 from benchmarks.goals import AGENTS, GOAL_INDEX_S, GOAL_RETRIEVAL_P95_MS, GOAL_RSS_MIB, GOAL_WRITE_P95_MS
 from benchmarks.graph_probes import (
     RefreshLog,
@@ -396,7 +396,7 @@ def bench_settings(store: str, data_dir: Path, registry: Path, neo4j: Neo4jTarge
     }
     if neo4j is not None:
         values |= {"NEO4J_URI": neo4j.uri, "NEO4J_USER": neo4j.user, "NEO4J_PASSWORD": neo4j.password}
-    return Settings(_env_file=None, **values)
+    return Settings.load(env_file=None, **values)
 
 
 class Worker:
@@ -444,7 +444,7 @@ class Worker:
                 await self.index(wiring, kb, clock)
                 await self.writes(wiring, clock)
                 clock.restore()
-                await self.retrieval(wiring, kb, settings.rag_top_k)
+                await self.retrieval(wiring, kb, settings.retrieval.top_k)
                 self.result["peak_rss_mib_whole_run"] = self.rss_window()
                 self.result["counts_final"] = asdict(await wiring.store.counts(KB_PREFIX))
                 self.save("retrieval")
@@ -611,14 +611,14 @@ def run_worker(args: argparse.Namespace) -> None:
 
 def embedder_description() -> str:
     """The embedder the workers use: clean_env leaves them the settings' defaults."""
-    fields = Settings.model_fields
-    engine, precision = fields["embedding_engine"].default, fields["embedding_precision"].default
+    fields = EmbeddingEnv.model_fields
+    engine, precision = fields["engine"].default, fields["precision"].default
     return f"all-MiniLM-L6-v2 (local, engine {engine}, {precision})"
 
 
 def clean_env() -> dict[str, str]:
     """This environment without any variable our Settings read (a developer's NEO4J_URI, CHUNK_TOKENS, ...)."""
-    names = {str(info.alias) for info in Settings.model_fields.values() if info.alias}
+    names = set(Settings.variables())
     env = {key: value for key, value in os.environ.items() if key.upper() not in names}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
     env["PYTHONUNBUFFERED"] = "1"

@@ -68,7 +68,7 @@ from urllib.parse import urlsplit, urlunsplit
 import asyncpg
 
 from backend.domain.conversation import Citation, NewMessage, Role, StartedTurn
-from backend.infrastructure.config.settings import Settings
+from backend.infrastructure.config.settings import ChatEnv, ConversationStoreEnv
 from backend.infrastructure.persistence.common import citations_to_json, dump_json
 from backend.infrastructure.persistence.postgres.conversation_store import PostgresConversationStore, describe_dsn
 from backend.infrastructure.persistence.sqlite.conversation_store import SqliteConversationStore
@@ -76,9 +76,9 @@ from benchmarks.graph_probes import machine, percentile, ratio, result_path, sav
 
 DATABASE = "bench_history"
 OPS = ("start", "append")
-HISTORY_LIMIT = int(Settings.model_fields["history_max_messages"].default)  # as TurnService.prepare asks
-POOL_MIN = int(Settings.model_fields["postgres_pool_min"].default)
-POOL_MAX = int(Settings.model_fields["postgres_pool_max"].default)
+HISTORY_LIMIT = int(ChatEnv.model_fields["history_max_messages"].default)  # as TurnService.prepare asks
+POOL_MIN = int(ConversationStoreEnv.model_fields["postgres_pool_min"].default)
+POOL_MAX = int(ConversationStoreEnv.model_fields["postgres_pool_max"].default)
 
 QUICK: dict[str, Any] = {"sessions": "1,8,32", "turns": 96, "rounds": 2}
 FULL: dict[str, Any] = {"sessions": "1,8,32", "turns": 480, "rounds": 3}

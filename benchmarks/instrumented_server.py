@@ -211,9 +211,9 @@ async def serve(app: ASGIApp, host: str) -> None:
     # The product's uvicorn options (backend/cli.py): log_config=None, default access log, asyncio + h11.
     # uvicorn binds the port itself, as in production: a socket made here with proto 0 would make asyncio
     # skip TCP_NODELAY on the accepted connections (Nagle + delayed ACK = 40 ms stalls).
-    from backend.infrastructure.config.settings import Settings
+    from backend.infrastructure.config.settings import ServerEnv
 
-    keep_alive = Settings().http_keep_alive_s  # read from the environment, as `serve` does
+    keep_alive = ServerEnv().http_keep_alive_s  # read from the environment, as `serve` does
     config = uvicorn.Config(
         app, host=host, port=0, log_config=None, timeout_graceful_shutdown=10, timeout_keep_alive=keep_alive
     )

@@ -213,7 +213,7 @@ def mode_settings(mode: str, data_dir: Path, model_url: str | None) -> Settings:
         if model_url is None:
             raise ValueError(f"mode {mode} needs --model-url")
         values |= {"LLM_BASE_URL": model_url, "LLM_MODEL": MODEL_NAME, "LLM_API_KEY": "scripted"}
-    return Settings(_env_file=None, **values)
+    return Settings.load(env_file=None, **values)
 
 
 async def index_mode(mode: str, documents: Sequence[SourceDocument], model_url: str | None) -> dict[str, Any]:
@@ -260,9 +260,9 @@ async def index_mode(mode: str, documents: Sequence[SourceDocument], model_url: 
     log(mode, f"indexed in {wall:.1f} s: {chunks} chunks, {report.model_calls} extraction calls")
     return {
         "mode": mode,
-        "extractor": settings.extractor.value,
+        "extractor": settings.ingestion.extractor.value,
         "model_delay_ms": None if MODES[mode] is None else round(1000 * (MODES[mode] or 0.0)),
-        "extraction_concurrency": settings.extraction_concurrency,
+        "extraction_concurrency": settings.ingestion.extraction_concurrency,
         "embedder": f"MiniLM-L6, engine {embedder_engine}",
         "documents": report.documents_added,
         "documents_unchanged": report.documents_unchanged,

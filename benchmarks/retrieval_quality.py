@@ -191,7 +191,7 @@ async def agent_rankings(dataset: Dataset, directory: Path, agents: Sequence[str
     async with open_knowledge_service(settings) as service:
         wiring = Wiring.of(service)
         kb = next(kb for kb in await service.list_kbs() if kb.kb_prefix == KB)
-        resources = AgentResources(wiring.store, wiring.embedder, settings.rag_top_k)
+        resources = AgentResources(wiring.store, wiring.embedder, settings.retrieval.top_k)
         built = {agent: AGENT_BUILDERS[agent](kb, resources) for agent in agents}
         replay = _fusion_replay(agents, kb.kb_prefix, resources.top_k)
         if replay is not None:

@@ -156,7 +156,7 @@ def _stop(process: subprocess.Popen[str]) -> None:
 
 def _clean_env() -> dict[str, str]:
     """This environment without any variable our Settings read (a developer's POSTGRES_HOST, ...)."""
-    names = {str(info.alias) for info in Settings.model_fields.values() if info.alias}
+    names = set(Settings.variables())
     env = {key: value for key, value in os.environ.items() if key.upper() not in names}
     env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), env.get("PYTHONPATH", "")]))
     env["PYTHONUNBUFFERED"] = "1"

@@ -375,10 +375,10 @@ def test_the_onnx_pool_never_spins(monkeypatch: pytest.MonkeyPatch) -> None:
 
 def test_the_service_embeds_in_int8_unless_configured_otherwise() -> None:
     from backend.bootstrap import _build_embedder
-    from backend.infrastructure.config.settings import Settings
+    from backend.infrastructure.config.settings import EmbeddingEnv
 
-    assert isinstance(default := _build_embedder(Settings(_env_file=None)), MiniLMEmbedder)
+    assert isinstance(default := _build_embedder(EmbeddingEnv(_env_file=None)), MiniLMEmbedder)
     assert (default.engine, default.precision) == ("onnx", "int8")
-    exact = _build_embedder(Settings(_env_file=None, EMBEDDING_PRECISION="float32"))
+    exact = _build_embedder(EmbeddingEnv(_env_file=None, EMBEDDING_PRECISION="float32"))
     assert isinstance(exact, MiniLMEmbedder)
     assert exact.precision == "float32"

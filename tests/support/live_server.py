@@ -40,7 +40,7 @@ def make_settings(data_dir: Path, **overrides: Any) -> Settings:
         "LOG_LEVEL": "WARNING",
     }
     values.update(overrides)
-    return Settings(_env_file=None, **values)  # type: ignore[call-arg]
+    return Settings.load(env_file=None, **values)
 
 
 def llm_settings(llm: Any) -> dict[str, Any]:

@@ -11,7 +11,7 @@ import yaml
 from backend.infrastructure.config.settings import Settings
 
 ROOT = Path(__file__).resolve().parents[2]
-SETTING_NAMES = {field.alias for field in Settings.model_fields.values() if field.alias}
+SETTING_NAMES = set(Settings.variables())
 
 
 def compose() -> dict[str, Any]:
@@ -45,6 +45,17 @@ def test_every_setting_is_documented_in_the_configuration_guide_and_env_example(
     example = (ROOT / ".env.example").read_text()
     assert {name for name in SETTING_NAMES if f"`{name}`" not in guide} == set()
     assert {name for name in SETTING_NAMES if not re.search(rf"^#?\s*{name}=", example, re.M)} == set()
+
+
+def test_the_configuration_guide_has_one_section_per_settings_group_listing_its_variables() -> None:
+    guide = (ROOT / "docs" / "configuration.md").read_text()
+    sections = re.split(r"^## ", guide, flags=re.M)[1:]
+    headed = [(re.search(r"\(`settings\.(\w+)`\)$", section.partition("\n")[0]), section) for section in sections]
+    grouped = [(m.group(1), section) for m, section in headed if m]
+    assert [name for name, _ in grouped] == list(Settings.groups())  # each group once, in the code's order
+    for name, section in grouped:
+        listed = set(re.findall(r"^\| `([A-Z0-9_]+)` \|", section, re.M))
+        assert listed == set(Settings.groups()[name].variables()), name
 
 
 def test_dockerfile_installs_the_embedding_model_without_its_dependencies() -> None:
