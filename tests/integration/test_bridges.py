@@ -16,7 +16,7 @@ from backend.application.ports.ingestion import SourceDocument
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.agents.bridges import introducing_words, is_home
 from backend.graphrag_agent.agents.graph_agent import GraphSearch
-from backend.graphrag_agent.agents.local_search import GraphSearchSettings
+from backend.graphrag_agent.agents.tuning import GraphSearchSettings
 from backend.infrastructure.graph_store.embedded import EmbeddedGraphStore
 from tests.support.embedder import shared_minilm
 from tests.support.indexing import make_indexer

@@ -227,7 +227,7 @@ class RendezvousIndex:
 
 
 async def test_both_searches_run_concurrently_and_fuse_by_chunk() -> None:
-    agent = NaiveRagAgent("kb", RendezvousIndex(), CountingEmbedder(), min_similarity=0.3)
+    agent = NaiveRagAgent("kb", RendezvousIndex(), CountingEmbedder())  # a chunk cosine of 0.3 counts as evidence
     trace = await asyncio.wait_for(agent.retrieve_with_trace("When is cider pressed?", "t"), 5)
     results = trace["retrieval_results"]
     assert [r["result_id"] for r in results] == ["chunk:c1"]  # c2 is below the similarity threshold

@@ -7,12 +7,25 @@ from collections.abc import Sequence
 import numpy as np
 
 from backend.graphrag_agent.agents.chunk_search import ChunkSearch
-from backend.graphrag_agent.agents.continuations import MIN_CONTINUATION_SIMILARITY, continuations
+from backend.graphrag_agent.agents.continuations import Continuation, continuations
+from backend.graphrag_agent.agents.tuning import ChunkSearchSettings, NaiveRagSettings
 from backend.graphrag_agent.dates import DatePattern, DateScope
 from backend.graphrag_agent.ports import ChunkHit, Vector
 
 KB = "diary"
+TUNING = NaiveRagSettings()
 ANCHOR = ChunkHit("plan", "doc-plan", "20260121_1300", "Shall we see the film tomorrow?", 0, 1.0)
+
+
+def _search(index: NeighbourIndex) -> ChunkSearch:
+    return ChunkSearch(KB, index, 10, ChunkSearchSettings())
+
+
+async def _continuations(
+    search: ChunkSearch, anchor: ChunkHit, scope: DateScope | None = None, days: int = TUNING.continuation_days
+) -> list[Continuation]:
+    """naive_rag_agent's continuations among the 50 chunks nearest the anchor."""
+    return await continuations(search, anchor, 50, scope, days=days, min_similarity=TUNING.min_continuation_similarity)
 
 
 def _hit(chunk_id: str, doc_id: str, title: str, score: float, ordinal: int = 0) -> ChunkHit:
@@ -46,31 +59,31 @@ NEIGHBOURS = [
     _hit("reminder-1", "doc-reminder", "20260122_1700", 0.85),  # a second chunk of the same document
     _hit("undated", "doc-notes", "Notes", 0.8),
     _hit("day-before", "doc-before", "20260120_0900", 0.7),
-    _hit("unrelated-next-day", "doc-other", "20260122_0800", MIN_CONTINUATION_SIMILARITY - 0.01),
+    _hit("unrelated-next-day", "doc-other", "20260122_0800", TUNING.min_continuation_similarity - 0.01),
 ]
 
 
 async def test_continuations_are_the_close_documents_dated_near_the_anchor() -> None:
     index = NeighbourIndex(NEIGHBOURS)
-    found = await continuations(ChunkSearch(KB, index, 10), ANCHOR, depth=50)
+    found = await _continuations(_search(index), ANCHOR)
     assert [(c.hit.chunk_id, c.similarity) for c in found] == [("reminder-2", 0.9), ("day-before", 0.7)]
     assert len(index.vector_queries) == 1 and np.array_equal(index.vector_queries[0], np.ones(4))
 
 
 async def test_continuations_stay_within_the_days_and_the_scope_asked_for() -> None:
-    search = ChunkSearch(KB, NeighbourIndex(NEIGHBOURS), 10)
-    one_day = await continuations(search, ANCHOR, depth=50, days=0)
+    search = _search(NeighbourIndex(NEIGHBOURS))
+    one_day = await _continuations(search, ANCHOR, days=0)
     assert one_day == []
-    wide = await continuations(search, ANCHOR, depth=50, days=90)
+    wide = await _continuations(search, ANCHOR, days=90)
     assert [c.hit.doc_id for c in wide] == ["doc-march", "doc-reminder", "doc-before"]
     on_the_22nd = DateScope((DatePattern(2026, 1, 22),))
-    scoped = await continuations(search, ANCHOR, depth=50, scope=on_the_22nd)
+    scoped = await _continuations(search, ANCHOR, on_the_22nd)
     assert [c.hit.doc_id for c in scoped] == ["doc-reminder"]
 
 
 async def test_an_undated_anchor_or_one_without_a_vector_has_no_continuations() -> None:
     undated = ChunkHit("plan", "doc-plan", "Plans", "Shall we see the film tomorrow?", 0, 1.0)
     index = NeighbourIndex(NEIGHBOURS)
-    assert await continuations(ChunkSearch(KB, index, 10), undated, depth=50) == []
+    assert await _continuations(_search(index), undated) == []
     assert index.vector_queries == []  # nothing searched for a document without a date
-    assert await continuations(ChunkSearch(KB, NeighbourIndex(NEIGHBOURS, stored=False), 10), ANCHOR, depth=50) == []
+    assert await _continuations(_search(NeighbourIndex(NEIGHBOURS, stored=False)), ANCHOR) == []

@@ -17,13 +17,15 @@ from backend.graphrag_agent.agents import (
     DeepResearchAgent,
     FusionAgent,
     GraphAgent,
+    GraphSearchSettings,
     HybridAgent,
     NaiveRagAgent,
     ResearchSettings,
 )
 from backend.graphrag_agent.agents.chunk_search import ChunkCandidate, ChunkRankings, ChunkSearch
 from backend.graphrag_agent.agents.graph_agent import is_broad_question
-from backend.graphrag_agent.agents.local_search import SPECIFIC_MENTIONS, Expansion, WeightedEntity, seed_confidence
+from backend.graphrag_agent.agents.local_search import Expansion, WeightedEntity, seed_confidence
+from backend.graphrag_agent.agents.tuning import ChunkSearchSettings
 from backend.graphrag_agent.keywords import (
     Keywords,
     LlmKeywordExtractor,
@@ -166,7 +168,9 @@ async def test_deep_research_follows_a_bridge_the_neighbourhood_does_not_reach()
 
 async def test_deep_research_with_one_step_is_local_search() -> None:
     graph = await royal_graph()
-    one_step = DeepResearchAgent(KB, graph, TermEmbedder(), top_k=4, research=ResearchSettings(max_steps=1))
+    one_step = DeepResearchAgent(
+        KB, graph, TermEmbedder(), top_k=4, settings=GraphSearchSettings(research=ResearchSettings(max_steps=1))
+    )
     deep = await one_step.retrieve_with_trace(THREE_HOP, "t")
     local = await make_agent("graph_agent", graph).retrieve_with_trace(THREE_HOP, "t")
     assert chunk_titles(deep) == chunk_titles(local)
@@ -382,21 +386,11 @@ def test_keyword_answers_tolerate_strings_and_junk() -> None:
     assert parse_json_object('text {"a": 1} more {"b": 2}') == {"a": 1}
 
 
-class FixedKeywords:
-    def __init__(self, keywords: Keywords) -> None:
-        self.keywords = keywords
-        self.questions: list[str] = []
-
-    async def extract(self, query: str) -> Keywords:
-        self.questions.append(query)
-        return self.keywords
-
-
-async def test_hybrid_agent_seeds_entities_from_low_level_keywords() -> None:
-    extractor = FixedKeywords(Keywords(("Teutberga",), ("queen", "death")))
-    agent = HybridAgent(KB, await royal_graph(), TermEmbedder(), top_k=3, keywords=extractor)
+async def test_hybrid_agent_seeds_entities_from_the_models_low_level_keywords() -> None:
+    model = ScriptedModel('{"low_level_keywords": ["Teutberga"], "high_level_keywords": ["queen", "death"]}')
+    agent = HybridAgent(KB, await royal_graph(), TermEmbedder(), top_k=3, model=model)
     trace = await agent.retrieve_with_trace("Whose death is recorded here?", "t")
-    assert extractor.questions == ["Whose death is recorded here?"]
+    assert [prompt[-1] for prompt in model.prompts] == [Message(Role.USER, "Whose death is recorded here?")]
     assert chunk_titles(trace)[0] == "Teutberga"
     seeds = [r["metadata"]["name"] for r in trace["retrieval_results"] if r["metadata"].get("seed")]
     assert seeds == ["Teutberga"]
@@ -643,14 +637,18 @@ def _expansion_with_seed_mentions(*counts: int) -> Expansion:
 
 
 def test_seed_confidence_drops_only_when_even_the_most_specific_seed_is_a_hub() -> None:
-    assert seed_confidence(Expansion()) == 1.0
-    assert seed_confidence(_expansion_with_seed_mentions(1, 900)) == 1.0
-    assert seed_confidence(_expansion_with_seed_mentions(SPECIFIC_MENTIONS)) == 1.0
+    specific = GraphSearchSettings().specific_mentions
+    assert seed_confidence(Expansion(), specific) == 1.0
+    assert seed_confidence(_expansion_with_seed_mentions(1, 900), specific) == 1.0
+    assert seed_confidence(_expansion_with_seed_mentions(specific), specific) == 1.0
     hub, bigger_hub = (
-        seed_confidence(_expansion_with_seed_mentions(40)),
-        seed_confidence(_expansion_with_seed_mentions(900)),
+        seed_confidence(_expansion_with_seed_mentions(40), specific),
+        seed_confidence(_expansion_with_seed_mentions(900), specific),
     )
     assert 0 < bigger_hub < hub < 1.0
+
+
+CHUNKS = ChunkSearchSettings()
 
 
 def _candidate(chunk_id: str, overlap: float) -> ChunkCandidate:
@@ -659,12 +657,12 @@ def _candidate(chunk_id: str, overlap: float) -> ChunkCandidate:
 
 def test_fulltext_weighs_more_the_more_of_the_question_its_best_hits_hold() -> None:
     vector = (_candidate("v", 0.0),)
-    full_cover = ChunkRankings((_candidate("a", 1.0),), vector).weights()
-    half_cover = ChunkRankings((_candidate("b", 0.2), _candidate("a", 0.5)), vector).weights()
+    full_cover = ChunkRankings((_candidate("a", 1.0),), vector).weights(CHUNKS)
+    half_cover = ChunkRankings((_candidate("b", 0.2), _candidate("a", 0.5)), vector).weights(CHUNKS)
     assert full_cover == (1.0, 0.0)
     assert half_cover[0] > half_cover[1] > 0 and sum(half_cover) == pytest.approx(1.0)
-    assert ChunkRankings((), vector).weights() == (0.0, 1.0)
-    assert ChunkRankings((_candidate("a", 0.4),), ()).weights() == (1.0, 0.0)
+    assert ChunkRankings((), vector).weights(CHUNKS) == (0.0, 1.0)
+    assert ChunkRankings((_candidate("a", 0.4),), ()).weights(CHUNKS) == (1.0, 0.0)
 
 
 # --- questions that name a date --------------------------------------------------------------------
@@ -732,17 +730,17 @@ async def test_feedback_searches_again_from_the_question_moved_towards_its_best_
     question = "When will the air-conditioner be installed?"
     stored = np.asarray([0, 0, 0, 0, 0, 0, 0, 3], dtype=np.float32)
     index = FeedbackIndex({"a": stored})
-    rankings = await ChunkSearch(KB, index, 10).rankings(question, embedder)
+    rankings = await ChunkSearch(KB, index, 10, CHUNKS).rankings(question, embedder)
 
     assert [c.hit.chunk_id for c in rankings.fulltext] == ["a"] and rankings.vector == ()
     assert [c.hit.chunk_id for c in rankings.feedback] == ["b"]
     asked = embedder.vector(question)
     expected = asked / np.linalg.norm(asked) + stored / 3
     assert np.allclose(index.vector_queries[1], expected, atol=1e-6)
-    assert [name for name, _, _ in rankings.weighted_lists()] == ["fulltext", "feedback"]
+    assert [name for name, _, _ in rankings.weighted_lists(CHUNKS)] == ["fulltext", "feedback"]
 
     without_vectors = FeedbackIndex({})
-    plain = await ChunkSearch(KB, without_vectors, 10).rankings(question, embedder)
+    plain = await ChunkSearch(KB, without_vectors, 10, CHUNKS).rankings(question, embedder)
     assert plain.feedback == () and len(without_vectors.vector_queries) == 1
 
 
@@ -756,11 +754,11 @@ async def test_naive_results_record_the_feedback_rank() -> None:
 
 def test_the_feedback_ranking_takes_the_weight_a_graph_ranking_loses_to_hubs() -> None:
     found = ChunkRankings((_candidate("a", 0.5),), (_candidate("b", 0.0),), (_candidate("c", 0.0),))
-    assert [name for name, _, _ in found.weighted_lists()] == ["fulltext", "vector", "feedback"]
-    assert found.weighted_lists()[2][2] == pytest.approx(1.0)
-    assert found.weighted_lists(feedback_share=0.25)[2][2] == pytest.approx(0.25)
-    assert found.weighted_lists()[0][2] == pytest.approx(found.weights()[0])
-    assert [name for name, _, _ in ChunkRankings((_candidate("a", 0.5),)).weighted_lists()] == ["fulltext"]
+    assert [name for name, _, _ in found.weighted_lists(CHUNKS)] == ["fulltext", "vector", "feedback"]
+    assert found.weighted_lists(CHUNKS)[2][2] == pytest.approx(1.0)
+    assert found.weighted_lists(CHUNKS, feedback_share=0.25)[2][2] == pytest.approx(0.25)
+    assert found.weighted_lists(CHUNKS)[0][2] == pytest.approx(found.weights(CHUNKS)[0])
+    assert [name for name, _, _ in ChunkRankings((_candidate("a", 0.5),)).weighted_lists(CHUNKS)] == ["fulltext"]
 
 
 # --- documents that continue one another in time ------------------------------------------------------

@@ -21,19 +21,12 @@ from itertools import zip_longest
 from backend.domain.graph import EntityRecord
 from backend.domain.ids import normalise_entity_name
 from backend.graphrag_agent.agents.local_search import Seed, loose_overlap, name_match, query_term_set, relation_terms
+from backend.graphrag_agent.agents.tuning import BridgeSettings
 from backend.graphrag_agent.extraction.offline import title_entity_name
 from backend.graphrag_agent.ports import ChunkHit, GraphReader
 from backend.graphrag_agent.text import STOPWORDS, TermSets, index_term_set, index_terms
 
 _ARTICLES = frozenset({"the", "a", "an"})
-
-
-@dataclass(frozen=True, slots=True)
-class BridgeSettings:
-    min_seed_weight: float = 0.5  # only confidently linked seeds lead anywhere
-    seed_chunks: int = 3  # chunks of a seed's own document that are read
-    candidates: int = 24  # entities per question whose own documents are looked up
-    cue_words: int = 3  # words before a mention that say what it is to the seed ("and directed by")
 
 
 @dataclass(frozen=True, slots=True)
@@ -76,15 +69,11 @@ class BridgeFinder:
     """Seeds → their own documents' chunks → the entities those introduce → the entities' own documents."""
 
     def __init__(
-        self,
-        kb: str,
-        reader: GraphReader,
-        settings: BridgeSettings | None = None,
-        term_sets: TermSets = index_term_set,
+        self, kb: str, reader: GraphReader, settings: BridgeSettings, term_sets: TermSets = index_term_set
     ) -> None:
         self._kb = kb
         self._reader = reader
-        self._settings = settings or BridgeSettings()
+        self._settings = settings
         self._term_sets = term_sets
 
     async def ranking(self, query: str, seeds: Sequence[Seed]) -> list[ChunkHit]:

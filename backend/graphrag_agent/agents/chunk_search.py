@@ -4,7 +4,7 @@ A vector hit counts only when its cosine similarity clears a threshold, and a fu
 it covers enough of the question's content terms (or is semantically close), so a question the KB
 knows nothing about gets no evidence instead of the nearest unrelated chunks. A third, feedback search
 starts from the question moved towards its best fulltext hits; a search may be restricted to documents
-of some dates (dates.py).
+of some dates (dates.py). The thresholds and depths are the agent's `ChunkSearchSettings` (tuning.py).
 """
 
 from __future__ import annotations
@@ -16,25 +16,13 @@ from datetime import date
 import numpy as np
 
 from backend.graphrag_agent.agents.common import concurrently
+from backend.graphrag_agent.agents.tuning import ChunkSearchSettings
 from backend.graphrag_agent.dates import DateScope, document_date
 from backend.graphrag_agent.ports import ChunkHit, ChunkIndex, TextEmbedder, Vector
 from backend.graphrag_agent.text import TermSets, fulltext_query_terms, index_term_set, overlap_score
 
-# Calibrated with all-MiniLM-L6-v2 on the sample KB: answers score about 0.35–0.7 against their
-# question, unrelated chunks below about 0.2.
-DEFAULT_MIN_SIMILARITY = 0.3
-DEFAULT_MIN_TERM_OVERLAP = 0.3
-# How many of the best fulltext hits say how well the question's words are covered.
-_COVERAGE_DEPTH = 3
-# Relevance feedback (Rocchio, on dense vectors): the question's vector moved towards the vectors of its
-# best fulltext hits finds passages that say the same thing in other words ("AC" for "air-conditioner").
-FEEDBACK_DOCUMENTS = 2
-# Its ranking counts as much as the fulltext and vector rankings together: it agrees with both.
-FEEDBACK_WEIGHT = 1.0
 # The rankings of one text's searches, in the order `ChunkRankings.weighted_lists` gives them.
 RANKING_NAMES = ("fulltext", "vector", "feedback")
-# A search restricted to some dates looks this many times deeper, then keeps the hits of those dates.
-SCOPED_DEPTH = 10
 
 
 @dataclass(frozen=True, slots=True)
@@ -64,19 +52,21 @@ class ChunkRankings:
     def by_id(self) -> dict[str, ChunkCandidate]:
         return {c.hit.chunk_id: c for c in (*self.feedback, *self.vector, *self.fulltext)}
 
-    def weighted_lists(self, feedback_share: float = 1.0) -> list[tuple[str, list[str], float]]:
+    def weighted_lists(
+        self, settings: ChunkSearchSettings, feedback_share: float = 1.0
+    ) -> list[tuple[str, list[str], float]]:
         """(name, chunk ids, fusion weight) of each search that admitted something; the feedback ranking's weight
         times `feedback_share` (less where another ranking already reaches beyond the question's words)."""
-        fulltext_weight, vector_weight = self.weights()
+        fulltext_weight, vector_weight = self.weights(settings)
         lists = zip(
             RANKING_NAMES,
             (self.fulltext, self.vector, self.feedback),
-            (fulltext_weight, vector_weight, FEEDBACK_WEIGHT * feedback_share),
+            (fulltext_weight, vector_weight, settings.feedback_weight * feedback_share),
             strict=True,
         )
         return [(name, [c.hit.chunk_id for c in found], weight) for name, found, weight in lists if found]
 
-    def weights(self) -> tuple[float, float]:
+    def weights(self, settings: ChunkSearchSettings) -> tuple[float, float]:
         """(fulltext, vector) weights for fusing the two rankings, summing to 1.
 
         The fulltext ranking counts for more the more of the question's terms its best hits hold: a question
@@ -85,7 +75,7 @@ class ChunkRankings:
         """
         if not self.fulltext or not self.vector:
             return (0.0, 1.0) if self.vector else (1.0, 0.0)
-        coverage = max(c.term_overlap for c in self.fulltext[:_COVERAGE_DEPTH])
+        coverage = max(c.term_overlap for c in self.fulltext[: settings.coverage_depth])
         return 2 * coverage / (1 + coverage), (1 - coverage) / (1 + coverage)
 
 
@@ -97,20 +87,14 @@ class ChunkSearch:
         kb: str,
         index: ChunkIndex,
         candidates: int,
-        min_similarity: float = DEFAULT_MIN_SIMILARITY,
-        min_term_overlap: float = DEFAULT_MIN_TERM_OVERLAP,
+        settings: ChunkSearchSettings,
         term_sets: TermSets = index_term_set,
     ) -> None:
         self._kb = kb
         self._index = index
         self._candidates = candidates
-        self._min_similarity = min_similarity
-        self._min_term_overlap = min_term_overlap
+        self._settings = settings
         self._term_sets = term_sets
-
-    @property
-    def min_similarity(self) -> float:
-        return self._min_similarity
 
     async def fulltext(self, query: str, depth: int | None = None) -> list[ChunkHit]:
         return await self._index.search_chunks_fulltext(self._kb, query, depth or self._candidates)
@@ -127,7 +111,7 @@ class ChunkSearch:
 
         With a `scope`, only chunks of documents dated in it (see dates.py), from a deeper search.
         """
-        depth = self._candidates * SCOPED_DEPTH if scope is not None else self._candidates
+        depth = self._candidates * self._settings.scoped_depth if scope is not None else self._candidates
 
         async def vector_search() -> tuple[Vector | None, list[ChunkHit]]:
             if not embedder.covers(text):
@@ -146,7 +130,7 @@ class ChunkSearch:
         does not cover) and fulltext admitted something to learn from."""
         if embedding is None or not found.fulltext:
             return found
-        expanded = await self._feedback_query(embedding, found.fulltext[:FEEDBACK_DOCUMENTS])
+        expanded = await self._feedback_query(embedding, found.fulltext[: self._settings.feedback_documents])
         if expanded is None:
             return found
         hits = _in_scope(await self.vector(expanded, depth), scope)
@@ -171,17 +155,19 @@ class ChunkSearch:
             overlap = overlap_score(terms, f"{hit.title}\n{hit.text}", self._term_sets)
             return ChunkCandidate(hit, cosines.get(hit.chunk_id), bm25.get(hit.chunk_id), overlap)
 
-        vector = tuple(candidate(hit) for hit in vector_hits if hit.score >= self._min_similarity)
+        floor = self._settings.min_similarity
+        vector = tuple(candidate(hit) for hit in vector_hits if hit.score >= floor)
         fulltext = tuple(
             c
             for c in map(candidate, fulltext_hits)
-            if c.term_overlap >= self._min_term_overlap or (c.cosine or 0.0) >= self._min_similarity
+            if c.term_overlap >= self._settings.min_term_overlap or (c.cosine or 0.0) >= floor
         )
         return ChunkRankings(fulltext, vector)
 
     def admit_vector(self, vector_hits: Sequence[ChunkHit]) -> tuple[ChunkCandidate, ...]:
         """Vector hits alone (for a search on other text than the question)."""
-        return tuple(ChunkCandidate(h, h.score, None, 0.0) for h in vector_hits if h.score >= self._min_similarity)
+        floor = self._settings.min_similarity
+        return tuple(ChunkCandidate(h, h.score, None, 0.0) for h in vector_hits if h.score >= floor)
 
 
 def _in_scope(hits: list[ChunkHit], scope: DateScope | None) -> list[ChunkHit]:

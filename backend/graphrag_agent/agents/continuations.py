@@ -7,6 +7,7 @@ says they belong with it: a document dated within a few days of the best hit and
 gets a share of its score, the hit's score times their similarity (score regularisation by the cluster
 hypothesis, as in Diaz 2005, limited to neighbours in time, where a close document is most likely the same
 thread rather than another instance of the subject). Undated documents have no neighbours in time.
+How many days and how close are the agent's to say (`NaiveRagSettings`, tuning.py).
 """
 
 from __future__ import annotations
@@ -17,12 +18,6 @@ from datetime import date
 from backend.graphrag_agent.agents.chunk_search import ChunkSearch, hit_date
 from backend.graphrag_agent.dates import DateScope
 from backend.graphrag_agent.ports import ChunkHit
-
-# How many days apart two documents of one thread may be dated.
-CONTINUATION_DAYS = 2
-# Below this cosine (all-MiniLM-L6-v2) a chunk does not share the anchor's subject. Most continuations
-# clear it easily; their share of the anchor's score, not this floor, decides how high they rank.
-MIN_CONTINUATION_SIMILARITY = 0.6
 
 
 @dataclass(frozen=True, slots=True)
@@ -38,8 +33,9 @@ async def continuations(
     anchor: ChunkHit,
     depth: int,
     scope: DateScope | None = None,
-    days: int = CONTINUATION_DAYS,
-    min_similarity: float = MIN_CONTINUATION_SIMILARITY,
+    *,
+    days: int,
+    min_similarity: float,
 ) -> list[Continuation]:
     """The best chunk of each other document dated within `days` of `anchor`'s (and in `scope`, the dates the
     question names, if any) at least `min_similarity` close to it, most similar first, among the `depth`

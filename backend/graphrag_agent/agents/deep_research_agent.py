@@ -31,7 +31,6 @@ from backend.graphrag_agent.agents.common import Retrieved, concurrently, entity
 from backend.graphrag_agent.agents.graph_agent import GraphSearchAgent, Probe
 from backend.graphrag_agent.agents.local_search import (
     Expansion,
-    GraphSearchSettings,
     RankedChunk,
     Seed,
     name_match,
@@ -39,27 +38,13 @@ from backend.graphrag_agent.agents.local_search import (
     seed_confidence,
     specificity,
 )
+from backend.graphrag_agent.agents.tuning import ResearchSettings
 from backend.graphrag_agent.fusion import reciprocal_rank_fusion, spread_over_groups
 from backend.graphrag_agent.model import MODEL_FAILURES, CompletionModel, parse_json_object, string_list
 from backend.graphrag_agent.pagerank import personalised_pagerank
-from backend.graphrag_agent.ports import ChunkHit, GraphReader, TextEmbedder
-from backend.graphrag_agent.text import TermSets, index_term_set
+from backend.graphrag_agent.ports import ChunkHit
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, slots=True)
-class ResearchSettings:
-    max_steps: int = 3  # retrieval steps, the first included
-    frontier: int = 4  # chunks whose entities each step follows
-    max_bridges: int = 32  # entities followed per step
-    chunks_per_entity: int = 6  # chunks fetched per followed entity
-    damping: float = 0.5  # PageRank: probability of following an edge rather than restarting
-    iterations: int = 40
-    chunk_restart: float = 0.0  # share of the restart mass on the first step's chunks; the rest on the seeds
-    min_gain: float = 0.05  # a new chunk must reach this share of the best chunk's score
-    home_bonus: float = 1.0  # extra score of a chunk from a followed entity's own document
-    model_timeout_s: float = 20.0
 
 
 # --- the local graph of one query -----------------------------------------------------------------
@@ -212,23 +197,9 @@ class DeepResearchAgent(GraphSearchAgent):
 
     AGENT = AgentType.DEEP_RESEARCH
 
-    def __init__(
-        self,
-        kb_prefix: str,
-        reader: GraphReader,
-        embedder: TextEmbedder,
-        top_k: int = 8,
-        model: CompletionModel | None = None,
-        research: ResearchSettings | None = None,
-        settings: GraphSearchSettings | None = None,
-        term_sets: TermSets = index_term_set,
-    ) -> None:
-        super().__init__(kb_prefix, reader, embedder, top_k, settings, term_sets)
-        self._reader = reader
-        self._model = model
-        self._research = research or ResearchSettings()
-        if self._research.max_steps < 1:
-            raise ValueError("max_steps must be at least 1")
+    @property
+    def _research(self) -> ResearchSettings:
+        return self._search.settings.research
 
     async def _retrieve(self, query: str) -> Retrieved:
         probe, results = await self._search.probe_then_global(query)
@@ -258,7 +229,7 @@ class DeepResearchAgent(GraphSearchAgent):
             if not frontier or not await self._follow(walk, frontier, step):
                 break
             walked = await self._rank(walk)
-            fused = _merged(ranked, walked, seed_confidence(expansion))
+            fused = _merged(ranked, walked, seed_confidence(expansion, self._search.settings.specific_mentions))
             known = {c.hit.chunk_id for c in top}
             pagerank = {c.hit.chunk_id: c.score for c in walked}
             gained = [

@@ -31,13 +31,14 @@ from backend.graphrag_agent.agents.local_search import (
     EvidenceAssembler,
     Expansion,
     GraphExpander,
-    GraphSearchSettings,
     RankedChunk,
     Seed,
     seed_confidence,
 )
+from backend.graphrag_agent.agents.tuning import GraphSearchSettings
 from backend.graphrag_agent.focus import QuestionFocus
 from backend.graphrag_agent.fusion import reciprocal_rank_fusion, spread_over_groups
+from backend.graphrag_agent.model import CompletionModel
 from backend.graphrag_agent.ports import (
     ChunkHit,
     CommunityHit,
@@ -47,9 +48,6 @@ from backend.graphrag_agent.ports import (
     Vector,
 )
 from backend.graphrag_agent.text import TermSets, index_term_set
-
-# Bridges name the documents a multi-hop question needs; when found, their ranking leads the fusion.
-BRIDGE_WEIGHT = 3.0
 
 _BROAD = re.compile(
     r"\b(?:main|key|major|central|common|recurring|overall)\s+(?:themes?|topics?|ideas?|points?|trends?|findings?)\b"
@@ -100,12 +98,10 @@ class GraphSearch:
         self.settings = settings
         self._reader = reader
         self._embedder = embedder
-        self.chunk_search = ChunkSearch(
-            kb, reader, settings.candidates, settings.min_similarity, settings.min_term_overlap, term_sets
-        )
+        self.chunk_search = ChunkSearch(kb, reader, settings.candidates, settings.chunks, term_sets)
         self.linker = EntityLinker(kb, reader, settings)
         self.expander = GraphExpander(kb, reader, settings, term_sets)
-        self.bridges = BridgeFinder(kb, reader, term_sets=term_sets)
+        self.bridges = BridgeFinder(kb, reader, settings.bridges, term_sets)
         self.assembler = EvidenceAssembler(kb, reader, settings, agent_type, term_sets)
 
     async def probe(self, query: str, with_communities: bool = False) -> Probe:
@@ -171,11 +167,14 @@ class GraphSearch:
         # The graph ranking weighs as much as the text searches together, which often agree with each other,
         # unless its seeds are hubs; so do the bridges, which start from the seeds' documents. The feedback
         # search also reaches past the question's words: it takes the weight the graph ranking loses to hubs.
-        confidence = seed_confidence(expansion)
+        settings = self.settings
+        confidence = seed_confidence(expansion, settings.specific_mentions)
         grown = expansion.chunk_ids()
-        rankings = [("graph", grown, confidence), *chunks.weighted_lists(1.0 - confidence if grown else 1.0)]
+        feedback_share = 1.0 - confidence if grown else 1.0
+        rankings = [("graph", grown, confidence), *chunks.weighted_lists(settings.chunks, feedback_share)]
         rankings += [("theme", [c.hit.chunk_id for c in themes], 0.5)] if themes else []
-        rankings += [("bridge", [hit.chunk_id for hit in bridges], BRIDGE_WEIGHT * confidence)] if bridges else []
+        bridge_weight = settings.bridge_weight * confidence
+        rankings += [("bridge", [hit.chunk_id for hit in bridges], bridge_weight)] if bridges else []
         present = [ranking for ranking in rankings if ranking[1]]  # scores relative to the lists that found something
         fused = reciprocal_rank_fusion([ids for _, ids, _ in present], weights=[w for _, _, w in present])
         ranked = []
@@ -251,7 +250,12 @@ def _chunk_id(chunk: RankedChunk) -> str:
 
 
 class GraphSearchAgent(RetrieveOnlyAgent):
-    """The agent template (common.py) for the agents built on `GraphSearch`: graph, hybrid and deep research."""
+    """The agent template (common.py) for the agents built on `GraphSearch`: graph, hybrid and deep research.
+
+    All three are built alike: the KB, its reader and the embedder, top_k, an optional language model and their
+    tuning (`GraphSearchSettings`, tuning.py). hybrid_agent asks the model for keywords and deep_research_agent for
+    a plan, each falling back to its offline method; graph_agent asks it nothing.
+    """
 
     def __init__(
         self,
@@ -259,12 +263,16 @@ class GraphSearchAgent(RetrieveOnlyAgent):
         reader: GraphReader,
         embedder: TextEmbedder,
         top_k: int = 8,
+        model: CompletionModel | None = None,
         settings: GraphSearchSettings | None = None,
         term_sets: TermSets = index_term_set,
     ) -> None:
         """`reader` and `embedder` are what it reads through, `term_sets` how it tokenises the texts it scores: a
         fused request's shared ones when a fusion agent builds it (see shared_reads.py)."""
         super().__init__(kb_prefix)
+        self._reader = reader
+        self._embedder = embedder
+        self._model = model
         self._search = GraphSearch(kb_prefix, reader, embedder, top_k, settings, self.agent_type, term_sets)
 
 

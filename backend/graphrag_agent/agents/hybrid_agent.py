@@ -11,6 +11,7 @@ by RRF, and so are the communities the themes found and those the linked entitie
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import cached_property
 
 from backend.domain.agent_types import AgentType
 from backend.domain.graph import CommunityRecord
@@ -23,11 +24,10 @@ from backend.graphrag_agent.agents.graph_agent import (
     overview_ranking,
     similar_communities,
 )
-from backend.graphrag_agent.agents.local_search import Expansion, GraphSearchSettings, Seed
+from backend.graphrag_agent.agents.local_search import Expansion, Seed
 from backend.graphrag_agent.fusion import reciprocal_rank_fusion
-from backend.graphrag_agent.keywords import KeywordExtractor, Keywords, OfflineKeywordExtractor
-from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, GraphReader, TextEmbedder, Vector
-from backend.graphrag_agent.text import TermSets, index_term_set
+from backend.graphrag_agent.keywords import KeywordExtractor, Keywords, LlmKeywordExtractor, OfflineKeywordExtractor
+from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,19 +47,10 @@ class HybridAgent(GraphSearchAgent):
 
     AGENT = AgentType.HYBRID
 
-    def __init__(
-        self,
-        kb_prefix: str,
-        reader: GraphReader,
-        embedder: TextEmbedder,
-        top_k: int = 8,
-        keywords: KeywordExtractor | None = None,
-        settings: GraphSearchSettings | None = None,
-        term_sets: TermSets = index_term_set,
-    ) -> None:
-        super().__init__(kb_prefix, reader, embedder, top_k, settings, term_sets)
-        self._embedder = embedder
-        self._keywords = keywords or OfflineKeywordExtractor()
+    @cached_property
+    def _keywords(self) -> KeywordExtractor:
+        """The model's keywords (the offline ones when it fails); the offline ones without a model."""
+        return LlmKeywordExtractor(self._model) if self._model is not None else OfflineKeywordExtractor()
 
     async def _retrieve(self, query: str) -> Retrieved:
         keywords = await self._keywords.extract(query)

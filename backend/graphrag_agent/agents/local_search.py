@@ -28,31 +28,10 @@ from backend.graphrag_agent.agents.common import (
     relation_result,
     unit,
 )
+from backend.graphrag_agent.agents.tuning import GraphSearchSettings
 from backend.graphrag_agent.keywords import extract_keywords
 from backend.graphrag_agent.ports import ChunkHit, EntityHit, GraphReader, Vector
 from backend.graphrag_agent.text import STOPWORDS, TermSets, content_terms, index_term_set, index_terms
-
-
-@dataclass(frozen=True, slots=True)
-class GraphSearchSettings:
-    """Tunables of local graph search; the defaults suit all-MiniLM-L6-v2 and an offline-built graph."""
-
-    candidates: int = 30  # depth of every search and of the mention lookup
-    min_similarity: float = 0.3  # chunk cosine that counts as evidence (as naive_rag_agent)
-    min_term_overlap: float = 0.5  # share of the question's terms a fulltext hit must contain
-    min_entity_similarity: float = 0.5  # entity cosine that makes a (weak) vector seed
-    min_name_match: float = 1.0  # share of an entity name's terms the text must contain
-    plain_name_weight: float = 0.1  # a name the question writes in ordinary words ("mother") is a weak seed
-    max_seeds: int = 6
-    relation_candidates: int = 40
-    max_neighbours: int = 10
-    neighbour_decay: float = 0.5  # a neighbour weighs at most half its seed
-    chunks_per_neighbour: int = 4  # chunks fetched for every seed and neighbour besides the most-mentioning
-    home_bonus: float = 1.0  # extra weight of an entity in a document titled with its name
-    entity_limit: int = 4
-    relation_limit: int = 4
-    community_limit: int = 2
-    min_community_similarity: float = 0.3
 
 
 @dataclass(frozen=True, slots=True)
@@ -306,17 +285,14 @@ def _seed_weights(seeds: Sequence[Seed]) -> dict[str, float]:
     return {s.entity.entity_id: s.weight * specificity(s.entity.mention_count) / most_specific for s in seeds}
 
 
-# An entity mentioned in at most this many chunks is specific: a question naming it points at a few passages.
-SPECIFIC_MENTIONS = 3
-
-
-def seed_confidence(expansion: Expansion) -> float:
-    """How much a ranking grown from the seeds can say, in (0, 1]: 1 when the most specific seed is specific,
-    less when even it is a hub (a chat log's speakers, "2026"), whose neighbourhood is half the KB."""
+def seed_confidence(expansion: Expansion, specific_mentions: int) -> float:
+    """How much a ranking grown from the seeds can say, in (0, 1]: 1 when the most specific seed is specific
+    (mentioned in at most `specific_mentions` chunks), less when even it is a hub (a chat log's speakers, "2026"),
+    whose neighbourhood is half the KB."""
     counts = [e.record.mention_count for e in expansion.entities if e.is_seed and e.record is not None]
     if not counts:
         return 1.0
-    return min(1.0, specificity(min(counts)) / specificity(SPECIFIC_MENTIONS))
+    return min(1.0, specificity(min(counts)) / specificity(specific_mentions))
 
 
 def specificity(mention_count: int) -> float:

@@ -13,33 +13,19 @@ from dataclasses import dataclass
 
 from backend.domain.agent_types import AgentType
 from backend.domain.retrieval import RetrievalResult
-from backend.graphrag_agent.agents.chunk_search import (
-    DEFAULT_MIN_SIMILARITY,
-    DEFAULT_MIN_TERM_OVERLAP,
-    RANKING_NAMES,
-    SCOPED_DEPTH,
-    ChunkCandidate,
-    ChunkRankings,
-    ChunkSearch,
-)
+from backend.graphrag_agent.agents.chunk_search import RANKING_NAMES, ChunkCandidate, ChunkRankings, ChunkSearch
 from backend.graphrag_agent.agents.common import Retrieved, RetrieveOnlyAgent, all_of, chunk_result
 from backend.graphrag_agent.agents.continuations import continuations
+from backend.graphrag_agent.agents.tuning import ChunkSearchSettings, NaiveRagSettings
 from backend.graphrag_agent.dates import DateScope
 from backend.graphrag_agent.focus import QuestionFocus
 from backend.graphrag_agent.fusion import merge_by_score, reciprocal_rank_fusion, spread_over_groups
 from backend.graphrag_agent.ports import ChunkIndex, TextEmbedder
 from backend.graphrag_agent.text import TermSets, index_term_set
 
-__all__ = ["DEFAULT_MIN_SIMILARITY", "DEFAULT_MIN_TERM_OVERLAP", "NaiveRagAgent"]
-
-
-def default_search_depth(top_k: int) -> int:
-    """How many hits each search asks for: deeper than top_k, so fusion has overlap to work with."""
-    return max(3 * top_k, 20)
-
 
 class NaiveRagAgent(RetrieveOnlyAgent):
-    """Retrieve-only chunk search over one KB (SPEC §9)."""
+    """Retrieve-only chunk search over one KB (SPEC §9); its tuning is `NaiveRagSettings` (tuning.py)."""
 
     AGENT = AgentType.NAIVE_RAG
 
@@ -49,9 +35,7 @@ class NaiveRagAgent(RetrieveOnlyAgent):
         index: ChunkIndex,
         embedder: TextEmbedder,
         top_k: int = 8,
-        min_similarity: float = DEFAULT_MIN_SIMILARITY,
-        min_term_overlap: float = DEFAULT_MIN_TERM_OVERLAP,
-        candidates: int | None = None,
+        settings: NaiveRagSettings | None = None,
         term_sets: TermSets = index_term_set,
     ) -> None:
         """`index` and `embedder` are what it reads through, `term_sets` how it tokenises the chunks it scores: a
@@ -61,10 +45,11 @@ class NaiveRagAgent(RetrieveOnlyAgent):
         super().__init__(kb_prefix)
         self._embedder = embedder
         self._top_k = top_k
-        depth = candidates if candidates is not None else default_search_depth(top_k)
-        self._search = ChunkSearch(kb_prefix, index, depth, min_similarity, min_term_overlap, term_sets)
+        self._settings = settings = settings or NaiveRagSettings()
+        depth = settings.search_depth(top_k)
+        self._search = ChunkSearch(kb_prefix, index, depth, settings.chunks, term_sets)
         # The anchor's neighbours in time are few among its neighbours in meaning: look as deep as a dated search.
-        self._continuation_depth = depth * SCOPED_DEPTH
+        self._continuation_depth = depth * settings.chunks.scoped_depth
 
     async def _retrieve(self, query: str) -> Retrieved:
         # Its clauses and the dates it names narrow further searches (see focus.py).
@@ -80,7 +65,9 @@ class NaiveRagAgent(RetrieveOnlyAgent):
         by_id: dict[str, ChunkCandidate] = {}
         for ranking in reversed(rankings):  # the whole question's candidates win
             by_id |= ranking.by_id()
-        fused = focus.combine([_fused(ranking) for ranking in rankings], key=lambda item: item.chunk_id)
+        fused = focus.combine(
+            [_fused(ranking, self._settings.chunks) for ranking in rankings], key=lambda item: item.chunk_id
+        )
         fused = await self._with_continuations(fused, by_id, focus.scope)
         fused = spread_over_groups(fused, lambda item: by_id[item.chunk_id].hit.doc_id)
         return [self._result(by_id[item.chunk_id], item) for item in fused[: self._top_k]]
@@ -93,7 +80,14 @@ class NaiveRagAgent(RetrieveOnlyAgent):
         if not fused:
             return fused
         best = fused[0]
-        found = await continuations(self._search, by_id[best.chunk_id].hit, self._continuation_depth, scope)
+        found = await continuations(
+            self._search,
+            by_id[best.chunk_id].hit,
+            self._continuation_depth,
+            scope,
+            days=self._settings.continuation_days,
+            min_similarity=self._settings.min_continuation_similarity,
+        )
         ranks = {item.chunk_id: item.ranks for item in fused}
         added = [
             _FusedChunk(c.hit.chunk_id, best.score * c.similarity, ranks.get(c.hit.chunk_id, _UNRANKED), best.chunk_id)
@@ -125,9 +119,9 @@ class _FusedChunk:
 _UNRANKED: dict[str, int | None] = {f"{name}_rank": None for name in RANKING_NAMES}
 
 
-def _fused(rankings: ChunkRankings) -> list[_FusedChunk]:
+def _fused(rankings: ChunkRankings, settings: ChunkSearchSettings) -> list[_FusedChunk]:
     """One search's rankings fused by RRF, with each chunk's rank in each of them."""
-    lists = rankings.weighted_lists()
+    lists = rankings.weighted_lists(settings)
     fused = reciprocal_rank_fusion([ids for _, ids, _ in lists], weights=[weight for _, _, weight in lists])
     return [
         _FusedChunk(

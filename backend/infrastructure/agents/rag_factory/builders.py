@@ -14,9 +14,8 @@ from backend.graphrag_agent.agents import (
     GraphSearchSettings,
     HybridAgent,
     NaiveRagAgent,
+    NaiveRagSettings,
 )
-from backend.graphrag_agent.agents.naive_rag_agent import default_search_depth
-from backend.graphrag_agent.keywords import LlmKeywordExtractor, OfflineKeywordExtractor
 from backend.graphrag_agent.model import CompletionModel
 from backend.graphrag_agent.ports import GraphReader, RetrievalAgent, TextEmbedder
 from backend.graphrag_agent.shared_reads import ReadScope, SharedReads
@@ -47,9 +46,8 @@ def _graph(kb: KnowledgeBase, res: AgentResources) -> RetrievalAgent:
 
 
 def _hybrid(kb: KnowledgeBase, res: AgentResources) -> RetrievalAgent:
-    keywords = LlmKeywordExtractor(res.model) if res.model is not None else OfflineKeywordExtractor()
     return HybridAgent(
-        kb.kb_prefix, res.reader, res.embedder, top_k=res.top_k, keywords=keywords, term_sets=res.term_sets
+        kb.kb_prefix, res.reader, res.embedder, top_k=res.top_k, model=res.model, term_sets=res.term_sets
     )
 
 
@@ -63,7 +61,7 @@ def _fusion(kb: KnowledgeBase, res: AgentResources) -> RetrievalAgent:
     # The members ask much the same of the store and the embedder for one question: each question's members are
     # built over its own read scope, so they share those reads (each search run once as deep as the deepest
     # member's) and tokenise each text they score once.
-    depth = max(default_search_depth(res.top_k), GraphSearchSettings().candidates)
+    depth = max(NaiveRagSettings().search_depth(res.top_k), GraphSearchSettings().candidates)
 
     def members(scope: ReadScope) -> list[RetrievalAgent]:
         scoped = replace(res, reader=scope.reader, embedder=scope.embedder, term_sets=scope.term_sets)
