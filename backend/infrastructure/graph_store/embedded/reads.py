@@ -225,21 +225,25 @@ def search_chunks_vector(
     raw: sqlite3.Connection, cache: VectorCache, kb: str, query: Vector, limit: int
 ) -> list[ChunkHit]:
     """Call in a read snapshot: the cached matrix and the rows read must match."""
-    row_ids, scores = top_rows(cache.matrix(raw, kb, "chunks"), query, limit)
-    rows = raw.execute(_CHUNKS_BY_ROW, (kb, _ids(row_ids.tolist()))).fetchall()
-    by_row = {row[5]: row for row in rows}
-    return [_chunk(by_row[r], s) for r, s in zip(row_ids.tolist(), scores.tolist(), strict=True) if r in by_row]
+    return [_chunk(row, score) for row, score in _nearest(raw, cache, kb, "chunks", _CHUNKS_BY_ROW, query, limit)]
 
 
 def search_entities_vector(
     raw: sqlite3.Connection, cache: VectorCache, kb: str, query: Vector, limit: int
 ) -> list[EntityHit]:
-    row_ids, scores = top_rows(cache.matrix(raw, kb, "entities"), query, limit)
-    rows = raw.execute(_ENTITIES_BY_ROW, (kb, _ids(row_ids.tolist()))).fetchall()
-    by_row = {row[5]: row for row in rows}
-    return [
-        EntityHit(_entity(by_row[r]), s) for r, s in zip(row_ids.tolist(), scores.tolist(), strict=True) if r in by_row
-    ]
+    """Call in a read snapshot: the cached matrix and the rows read must match."""
+    nearest = _nearest(raw, cache, kb, "entities", _ENTITIES_BY_ROW, query, limit)
+    return [EntityHit(_entity(row), score) for row, score in nearest]
+
+
+def _nearest(
+    raw: sqlite3.Connection, cache: VectorCache, kb: str, kind: str, by_row: str, query: Vector, limit: int
+) -> list[tuple[Row, float]]:
+    """The `limit` rows of `kind` nearest `query`, best first, with their cosines: `by_row` reads them by row id
+    (its sixth column)."""
+    row_ids, scores = top_rows(cache.matrix(raw, kb, kind), query, limit)
+    rows = {row[5]: row for row in raw.execute(by_row, (kb, _ids(row_ids.tolist()))).fetchall()}
+    return [(rows[r], s) for r, s in zip(row_ids.tolist(), scores.tolist(), strict=True) if r in rows]
 
 
 def search_communities(

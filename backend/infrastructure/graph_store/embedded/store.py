@@ -23,7 +23,6 @@ from backend.application.ports.graph_store import BulkLoad, DocumentWrite, Graph
 from backend.domain.errors import KnowledgeStoreUnavailable
 from backend.domain.graph import (
     CommunityRecord,
-    DocumentGraph,
     DocumentRecord,
     EntityGraph,
     EntityRecord,
@@ -31,6 +30,7 @@ from backend.domain.graph import (
 )
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
+from backend.infrastructure.graph_store.base import GraphStoreBase, capped
 from backend.infrastructure.graph_store.bulk_load import bulk_load_without_suspension
 from backend.infrastructure.graph_store.embedded import reads, writes
 from backend.infrastructure.graph_store.embedded.community_cache import CommunityCache
@@ -46,14 +46,8 @@ from backend.infrastructure.graph_store.embedded.vectors import VectorCache, uni
 
 T = TypeVar("T")
 
-MAX_LIMIT = 1000  # no search or listing returns more rows than this, whatever the caller asks
 
-
-def _limit(limit: int) -> int:
-    return max(0, min(limit, MAX_LIMIT))
-
-
-class EmbeddedGraphStore:
+class EmbeddedGraphStore(GraphStoreBase):
     """Implements `GraphStore` (so also `GraphReader` and `ChunkIndex`).
 
     Open with `await EmbeddedGraphStore.open(path)`; `close()` when done.
@@ -129,19 +123,6 @@ class EmbeddedGraphStore:
             return set()
         return await self._read("existing_entity_ids", lambda raw: reads.existing_entity_ids(raw, kb, entity_ids))
 
-    async def upsert_document(
-        self,
-        kb: str,
-        graph: DocumentGraph,
-        chunk_vectors: Sequence[Vector],
-        entity_vectors: Mapping[str, Vector],
-    ) -> None:
-        await self._upsert("upsert_document", kb, [DocumentWrite(graph, chunk_vectors, entity_vectors)])
-
-    async def upsert_documents(self, kb: str, documents: Sequence[DocumentWrite]) -> None:
-        if documents:
-            await self._upsert("upsert_documents", kb, documents)
-
     async def _upsert(self, operation: str, kb: str, documents: Sequence[DocumentWrite]) -> None:
         """The documents in one write transaction."""
         # Checking and tokenising long documents is CPU work: keep it off the event loop.
@@ -188,7 +169,7 @@ class EmbeddedGraphStore:
         )
 
     async def search_communities(self, kb: str, embedding: Vector, level: int | None, limit: int) -> list[CommunityHit]:
-        query, limit = unit_query(embedding), _limit(limit)
+        query, limit = unit_query(embedding), capped(limit)
         if query is None or limit == 0:
             return []
         return await self._read(
@@ -202,7 +183,7 @@ class EmbeddedGraphStore:
 
     async def search_chunks_fulltext(self, kb: str, query: str, limit: int) -> list[ChunkHit]:
         """BM25-ranked chunks containing any content term of `query`; score = -bm25 (higher is better)."""
-        expression, limit = reads.fulltext_match_expression(query), _limit(limit)
+        expression, limit = reads.fulltext_match_expression(query), capped(limit)
         if expression is None or limit == 0:
             return []
         return await self._read(
@@ -210,7 +191,7 @@ class EmbeddedGraphStore:
         )
 
     async def search_chunks_vector(self, kb: str, embedding: Vector, limit: int) -> list[ChunkHit]:
-        query, limit = unit_query(embedding), _limit(limit)
+        query, limit = unit_query(embedding), capped(limit)
         if query is None or limit == 0:
             return []
         return await self._read(
@@ -219,7 +200,7 @@ class EmbeddedGraphStore:
         )
 
     async def search_entities_fulltext(self, kb: str, query: str, limit: int) -> list[EntityHit]:
-        expression, limit = reads.fulltext_match_expression(query), _limit(limit)
+        expression, limit = reads.fulltext_match_expression(query), capped(limit)
         if expression is None or limit == 0:
             return []
         return await self._read(
@@ -227,7 +208,7 @@ class EmbeddedGraphStore:
         )
 
     async def search_entities_vector(self, kb: str, embedding: Vector, limit: int) -> list[EntityHit]:
-        query, limit = unit_query(embedding), _limit(limit)
+        query, limit = unit_query(embedding), capped(limit)
         if query is None or limit == 0:
             return []
         return await self._read(
@@ -253,13 +234,13 @@ class EmbeddedGraphStore:
         return await self._read("get_chunks", lambda raw: reads.get_chunks(raw, kb, chunk_ids))
 
     async def relations_of(self, kb: str, entity_ids: Sequence[str], limit: int) -> list[RelationRecord]:
-        limit = _limit(limit)
+        limit = capped(limit)
         if not entity_ids or limit == 0:
             return []
         return await self._read("relations_of", lambda raw: reads.relations_of(raw, kb, entity_ids, limit))
 
     async def chunks_mentioning(self, kb: str, entity_ids: Sequence[str], limit: int) -> list[ChunkHit]:
-        limit = _limit(limit)
+        limit = capped(limit)
         if not entity_ids or limit == 0:
             return []
         return await self._read("chunks_mentioning", lambda raw: reads.chunks_mentioning(raw, kb, entity_ids, limit))
@@ -272,7 +253,7 @@ class EmbeddedGraphStore:
     async def chunks_of_entities(
         self, kb: str, entity_ids: Sequence[str], per_entity_limit: int
     ) -> dict[str, list[str]]:
-        per_entity_limit = _limit(per_entity_limit)
+        per_entity_limit = capped(per_entity_limit)
         if not entity_ids or per_entity_limit == 0:
             return {}
         return await self._read(

@@ -397,23 +397,20 @@ WITH n, 0.0 AS score
 
 # -- fulltext search ($query is a Lucene query built from escaped terms, see store.py) --------------------------
 
-SEARCH_CHUNKS_FULLTEXT: Final = (
-    f"""
-CALL db.index.fulltext.queryNodes('{CHUNK_FULLTEXT_INDEX}', $query, {{limit: $fetch}}) YIELD node, score
-WITH node AS n, score WHERE n.kb = $kb
-"""
-    + _CHUNK_COLUMNS
-    + _CHUNK_ROWS
-)
 
-SEARCH_ENTITIES_FULLTEXT: Final = (
-    f"""
-CALL db.index.fulltext.queryNodes('{ENTITY_FULLTEXT_INDEX}', $query, {{limit: $fetch}}) YIELD node, score
+def _fulltext(index: str, fields: str) -> str:
+    """`fields`: a projection and its `_rows`."""
+    return (
+        f"""
+CALL db.index.fulltext.queryNodes('{index}', $query, {{limit: $fetch}}) YIELD node, score
 WITH node AS n, score WHERE n.kb = $kb
 """
-    + _ENTITY_COLUMNS
-    + _ENTITY_ROWS
-)
+        + fields
+    )
+
+
+SEARCH_CHUNKS_FULLTEXT: Final = _fulltext(CHUNK_FULLTEXT_INDEX, _CHUNK_COLUMNS + _CHUNK_ROWS)
+SEARCH_ENTITIES_FULLTEXT: Final = _fulltext(ENTITY_FULLTEXT_INDEX, _ENTITY_COLUMNS + _ENTITY_ROWS)
 
 # -- vector search ---------------------------------------------------------------------------------------------
 # Scores are cosines: vector.similarity.cosine() and a cosine index's score are (1 + cos) / 2 (the index's

@@ -42,7 +42,6 @@ from backend.application.ports.graph_store import BulkLoad, DocumentWrite, Graph
 from backend.domain.errors import InvalidRequest, KnowledgeStoreUnavailable, StoreUnavailable
 from backend.domain.graph import (
     CommunityRecord,
-    DocumentGraph,
     DocumentRecord,
     EntityGraph,
     EntityRecord,
@@ -51,6 +50,7 @@ from backend.domain.graph import (
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
 from backend.graphrag_agent.text import fulltext_query_terms
+from backend.infrastructure.graph_store.base import GraphStoreBase, capped
 from backend.infrastructure.graph_store.bulk_load import NothingSuspended
 from backend.infrastructure.graph_store.neo4j import community_refresh, writes
 from backend.infrastructure.graph_store.neo4j import queries as q
@@ -82,7 +82,6 @@ from backend.infrastructure.graph_store.neo4j.schema import (
 T = TypeVar("T")
 _log = logging.getLogger(__name__)
 
-MAX_LIMIT: Final = 1000  # no search or listing returns more rows than this, whatever the caller asks
 # A KB with at most this many vectors of a kind is scanned exactly. The scan's cost grows with the KB while an
 # index query's is about the same whatever its size; they break even near this many vectors.
 EXACT_SCAN_MAX: Final = 300
@@ -102,10 +101,6 @@ _LUCENE_SPECIAL: Final = frozenset('\\+-!():^[]"{}~*?|&/')
 _SCHEMES: Final = frozenset({"bolt", "bolt+s", "bolt+ssc", "neo4j", "neo4j+s", "neo4j+ssc"})
 # What a write that would break a uniqueness constraint fails with (a KB creation whose prefix is taken).
 _UNIQUENESS_VIOLATED: Final = "Neo.ClientError.Schema.ConstraintValidationFailed"
-
-
-def _limit(limit: int) -> int:
-    return max(0, min(limit, MAX_LIMIT))
 
 
 def lucene_query(kb: str, query: str) -> str | None:
@@ -263,7 +258,7 @@ class _VectorIndexBuild:
         await self._build({k: v for k, v in self._dimensions.items() if k != q.COMMUNITY_VECTOR_INDEX})
 
 
-class Neo4jGraphStore:
+class Neo4jGraphStore(GraphStoreBase):
     """Implements `GraphStore` (so also `GraphReader` and `ChunkIndex`) on Neo4j 5.
 
     Open with `await Neo4jGraphStore.open(uri, user, password)`; `close()` when done. The constructor
@@ -457,18 +452,6 @@ class Neo4jGraphStore:
         uids = [node_uid(kb, i) for i in dict.fromkeys(ids)]
         return {r["id"] for r in await self._read_rows(operation, statement, uids=uids)}
 
-    async def upsert_document(
-        self,
-        kb: str,
-        graph: DocumentGraph,
-        chunk_vectors: Sequence[Vector],
-        entity_vectors: Mapping[str, Vector],
-    ) -> None:
-        await self._upsert("upsert_document", kb, [DocumentWrite(graph, chunk_vectors, entity_vectors)])
-
-    async def upsert_documents(self, kb: str, documents: Sequence[DocumentWrite]) -> None:
-        await self._upsert("upsert_documents", kb, documents)
-
     async def _upsert(self, operation: str, kb: str, documents: Sequence[DocumentWrite]) -> None:
         """Documents grouped into transactions of up to WRITE_BATCH_CHUNKS chunks: each group pays one commit
         and one merge (a hub entity's mentions are read once per group instead of once per document)."""
@@ -584,7 +567,7 @@ class Neo4jGraphStore:
     async def _fulltext_search(
         self, operation: str, statement: LiteralString, kb: str, query: str, limit: int
     ) -> list[Row]:
-        lucene, limit = lucene_query(kb, query), _limit(limit)
+        lucene, limit = lucene_query(kb, query), capped(limit)
         if lucene is None or limit == 0:
             return []
         # Lucene breaks score ties its own way: fetch a margin, then order by (score, id) here.
@@ -597,7 +580,7 @@ class Neo4jGraphStore:
         """Auto-commit reads, a round trip each: the probe (how many vectors the KB has, of which dimension;
         skipped while a large set is remembered), then index passes, then the exact scan if they found too
         few. The probe only chooses the plan, so it need not share a snapshot with the search."""
-        vector, limit = _unit(embedding), _limit(limit)
+        vector, limit = _unit(embedding), capped(limit)
         if vector is None or limit == 0:
             return []
         operation = f"search_{kind.name}_vector"
@@ -676,7 +659,7 @@ class Neo4jGraphStore:
         return [_chunk(r) for r in _in_order(records, chunk_ids)]
 
     async def relations_of(self, kb: str, entity_ids: Sequence[str], limit: int) -> list[RelationRecord]:
-        limit = _limit(limit)
+        limit = capped(limit)
         if not entity_ids or limit == 0:
             return []
         uids = [node_uid(kb, e) for e in dict.fromkeys(entity_ids)]
@@ -687,7 +670,7 @@ class Neo4jGraphStore:
         ]
 
     async def chunks_mentioning(self, kb: str, entity_ids: Sequence[str], limit: int) -> list[ChunkHit]:
-        limit = _limit(limit)
+        limit = capped(limit)
         if not entity_ids or limit == 0:
             return []
         uids = [node_uid(kb, e) for e in dict.fromkeys(entity_ids)]
@@ -706,7 +689,7 @@ class Neo4jGraphStore:
     async def chunks_of_entities(
         self, kb: str, entity_ids: Sequence[str], per_entity_limit: int
     ) -> dict[str, list[str]]:
-        per_entity_limit = _limit(per_entity_limit)
+        per_entity_limit = capped(per_entity_limit)
         if not entity_ids or per_entity_limit == 0:
             return {}
         uids = [node_uid(kb, e) for e in dict.fromkeys(entity_ids)]
@@ -726,8 +709,8 @@ class Neo4jGraphStore:
 
     async def _read(self, operation: str, statement: LiteralString, **params: Any) -> list[Record]:
         """One read query as an auto-commit query: one round trip (RUN and PULL), where a managed
-        transaction (`execute_query`) costs two (BEGIN, RUN and PULL, then COMMIT) and more driver work;
-        on the agents' reads that was about a tenth of their time. Auto-commit queries are not retried
+        transaction (`execute_query`) costs two (BEGIN, RUN and PULL, then COMMIT) and more driver work,
+        which the agents' many small reads feel. Auto-commit queries are not retried
         by the driver, so failures it would retry (`is_retryable()`) are retried here, for as long as
         the driver retries a transaction (`max_retry_time_s`), waiting 1 s, then doubling, with jitter."""
         await self._ready()
