@@ -10,10 +10,10 @@ from __future__ import annotations
 import logging
 from collections.abc import AsyncIterator
 from contextlib import aclosing
-from typing import Any
+from typing import Annotated, Any
 
 from ag_ui.core import RunAgentInput
-from fastapi import APIRouter, Request
+from fastapi import APIRouter, Depends, Request
 
 from backend.application.chat.turns import PreparedTurn
 from backend.application.services import ServiceContainer
@@ -46,28 +46,34 @@ async def _frames(services: ServiceContainer, turn: PreparedTurn, translator: Ag
                 yield encode(closing)
 
 
-async def _run(
-    request: Request,
-    body: RunAgentInput,
-    services: ServiceContainer,
-    config: ConfigDep,
-    principal: PrincipalDep,
-    kb_prefix: str | None = None,
-    agent_type: str | None = None,
-) -> EventStreamResponse:
-    run = run_from_input(body, kb_prefix, agent_type)
-    # runId names the request when it can (logs, stored message, error responses); the events echo it as sent.
-    request_id = use_request_id(request, body.run_id)
-    context = RequestContext(
-        request_id=request_id,
-        user_id=principal.resolve_user(run.props.user_id),
-        session_id=run.chat_input.session_id,
-        debug_level=DebugLevel.requested(run.props.debug, config.debug_level),
-    )
-    turn = await services.stream.prepare(context, run.chat_input)
-    translator = AguiTranslator(thread_id=body.thread_id, run_id=body.run_id)
-    return event_stream(_frames(services, turn, translator), config.sse_heartbeat_s, {"X-Request-ID": request_id})
+class _Run:
+    """The run of one AG-UI request: what every endpoint needs besides its body and its path (a dependency)."""
 
+    def __init__(self, request: Request, services: ServicesDep, config: ConfigDep, principal: PrincipalDep) -> None:
+        self._request = request
+        self._services = services
+        self._config = config
+        self._principal = principal
+
+    async def __call__(
+        self, body: RunAgentInput, kb_prefix: str | None = None, agent_type: str | None = None
+    ) -> EventStreamResponse:
+        run = run_from_input(body, kb_prefix, agent_type)
+        # runId names the request when it can (logs, stored message, error responses); the events echo it as sent.
+        request_id = use_request_id(self._request, body.run_id)
+        context = RequestContext(
+            request_id=request_id,
+            user_id=self._principal.resolve_user(run.props.user_id),
+            session_id=run.chat_input.session_id,
+            debug_level=DebugLevel.requested(run.props.debug, self._config.debug_level),
+        )
+        turn = await self._services.stream.prepare(context, run.chat_input)
+        translator = AguiTranslator(thread_id=body.thread_id, run_id=body.run_id)
+        frames = _frames(self._services, turn, translator)
+        return event_stream(frames, self._config.sse_heartbeat_s, {"X-Request-ID": request_id})
+
+
+RunDep = Annotated[_Run, Depends()]
 
 _STREAM: dict[int | str, dict[str, Any]] = {
     200: {"content": {"text/event-stream": {}}, "description": "SSE stream of AG-UI events"}
@@ -75,32 +81,15 @@ _STREAM: dict[int | str, dict[str, Any]] = {
 
 
 @router.post("/agui", response_class=EventStreamResponse, responses=_STREAM)
-async def agui(
-    request: Request, body: RunAgentInput, services: ServicesDep, config: ConfigDep, principal: PrincipalDep
-) -> EventStreamResponse:
-    return await _run(request, body, services, config, principal)
+async def agui(body: RunAgentInput, run: RunDep) -> EventStreamResponse:
+    return await run(body)
 
 
 @router.post("/agui/{kb_prefix}", response_class=EventStreamResponse, responses=_STREAM)
-async def agui_for_kb(
-    kb_prefix: str,
-    request: Request,
-    body: RunAgentInput,
-    services: ServicesDep,
-    config: ConfigDep,
-    principal: PrincipalDep,
-) -> EventStreamResponse:
-    return await _run(request, body, services, config, principal, kb_prefix)
+async def agui_for_kb(kb_prefix: str, body: RunAgentInput, run: RunDep) -> EventStreamResponse:
+    return await run(body, kb_prefix)
 
 
 @router.post("/agui/{kb_prefix}/{agent_type}", response_class=EventStreamResponse, responses=_STREAM)
-async def agui_for_agent(
-    kb_prefix: str,
-    agent_type: str,
-    request: Request,
-    body: RunAgentInput,
-    services: ServicesDep,
-    config: ConfigDep,
-    principal: PrincipalDep,
-) -> EventStreamResponse:
-    return await _run(request, body, services, config, principal, kb_prefix, agent_type)
+async def agui_for_agent(kb_prefix: str, agent_type: str, body: RunAgentInput, run: RunDep) -> EventStreamResponse:
+    return await run(body, kb_prefix, agent_type)
