@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import json
-import logging
 import sqlite3
 import uuid
 from collections.abc import AsyncIterator, Iterator
@@ -29,8 +28,6 @@ from backend.infrastructure.persistence.common import (
     page_request,
     parse_id,
 )
-
-logger = logging.getLogger(__name__)
 
 SCHEMA_VERSION = 2
 
