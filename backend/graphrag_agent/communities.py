@@ -119,8 +119,8 @@ def _weighted_edges(graph: EntityGraph) -> tuple[list[str], list[tuple[int, int]
 
 
 def _igraph() -> ModuleType:
-    """igraph, imported on first use: its import loads matplotlib when that is installed (about 1 s and
-    27 MiB), which a process that never detects communities should not pay at start."""
+    """igraph, imported on first use: its import loads matplotlib when that is installed, a cost in time and
+    memory that a process that never detects communities should not pay at start."""
     import igraph
 
     module: ModuleType = igraph

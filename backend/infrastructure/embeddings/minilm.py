@@ -113,7 +113,7 @@ def _f32(values: npt.ArrayLike) -> FloatArray:
 
 
 def _linear(x: FloatArray, weight: FloatArray, bias: FloatArray) -> FloatArray:
-    # One 2-D product: numpy runs a 3-D `x @ weight` as a loop of small products, about 4x slower.
+    # One 2-D product: numpy runs a 3-D `x @ weight` as a loop of small products, which is much slower.
     out = _f32(x.reshape(-1, x.shape[-1]) @ weight).reshape(*x.shape[:-1], weight.shape[1])
     out += bias
     return out
@@ -254,8 +254,8 @@ class MiniLMEmbedder:
         return self._config.max_seq_length
 
     def covers(self, text: str) -> bool:
-        # all-MiniLM-L6-v2 learnt from English pairs: Chinese questions get near-random neighbours
-        # (recall@1 0.09 on CMRC 2018, where BM25 over the same chunks finds 0.93).
+        # all-MiniLM-L6-v2 learnt from English pairs: Chinese questions get near-random neighbours, where
+        # BM25 over the same chunks finds the answer (CMRC 2018; docs/retrieval.md has the figures).
         return self._multilingual or not mostly_cjk(text)
 
     async def embed(self, texts: Sequence[str]) -> FloatArray:
