@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import asdict
 from datetime import datetime
 from typing import Any
 
@@ -89,17 +90,7 @@ class IngestResponse(BaseModel):
 
     @classmethod
     def of(cls, kb_prefix: str, report: IndexReport) -> IngestResponse:
-        return cls(
-            kb_prefix=kb_prefix,
-            documents_added=report.documents_added,
-            documents_unchanged=report.documents_unchanged,
-            documents_replaced=report.documents_replaced,
-            chunks_written=report.chunks_written,
-            entity_mentions=report.entity_mentions,
-            relation_mentions=report.relation_mentions,
-            model_calls=report.model_calls,
-            doc_ids=list(report.doc_ids),
-        )
+        return cls(kb_prefix=kb_prefix, **asdict(report))
 
 
 class DocumentOut(BaseModel):
@@ -112,14 +103,7 @@ class DocumentOut(BaseModel):
 
     @classmethod
     def of(cls, document: DocumentRecord) -> DocumentOut:
-        return cls(
-            doc_id=document.doc_id,
-            title=document.title,
-            source=document.source,
-            chunk_count=document.chunk_count,
-            metadata=document.metadata,
-            created_at=document.created_at,
-        )
+        return cls.model_validate(document, from_attributes=True)
 
 
 class DocumentsResponse(BaseModel):

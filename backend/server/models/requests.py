@@ -29,13 +29,7 @@ class ChatRequest(_Body):
         return DebugLevel.requested(self.debug, default)
 
     def to_input(self) -> ChatInput:
-        return ChatInput(
-            session_id=self.session_id,
-            message=self.message,
-            kb_prefix=self.kb_prefix,
-            agent_type=self.agent_type,
-            worker_name=self.worker_name,
-        )
+        return ChatInput(**self.model_dump(include={"session_id", "message", "kb_prefix", "agent_type", "worker_name"}))
 
 
 class ClearRequest(_Body):
