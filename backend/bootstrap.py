@@ -128,16 +128,8 @@ def _build_embedder(embeddings: EmbeddingEnv) -> TextEmbedder:
 def _build_chat_model(llm: LlmEnv, stack: AsyncExitStack) -> ChatModel | None:
     if not (llm.base_url and llm.model):
         return None
-    model = OpenAICompatibleChatModel(
-        base_url=llm.base_url,
-        api_key=llm.api_key.get_secret_value(),
-        model=llm.model,
-        temperature=llm.temperature,
-        timeout_s=llm.timeout_s,
-        stream_idle_timeout_s=llm.stream_idle_timeout_s,
-        max_retries=llm.max_retries,
-        max_tokens=llm.max_tokens,
-    )
+    # The LLM_* group holds exactly the client's parameters.
+    model = OpenAICompatibleChatModel(**(llm.model_dump() | {"api_key": llm.api_key.get_secret_value()}))
     stack.push_async_callback(model.aclose)
     # Every call of a request counts against its budget and lands in its debug log, secrets masked.
     return AccountedChatModel(model, secrets=[llm.api_key.get_secret_value()])
