@@ -101,6 +101,7 @@ from backend.application.ports.ingestion import Extractor, SourceDocument
 from backend.bootstrap import open_knowledge_service
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.communities import detect_communities
+from backend.graphrag_agent.community_builder import CommunityBuilder
 from backend.graphrag_agent.ports import AgentTrace, TextEmbedder
 from backend.infrastructure.agents.rag_factory.builders import AGENT_BUILDERS, AgentResources
 from backend.infrastructure.config.settings import EmbeddingEnv, Settings
@@ -500,9 +501,10 @@ class Worker:
         started = time.perf_counter()
         graph = await wiring.store.entity_graph(KB_PREFIX)
         read_s = time.perf_counter() - started
-        options = wiring.maintainer._options
+        detector = wiring.maintainer._detector
+        assert isinstance(detector, CommunityBuilder), type(detector)
         started = time.perf_counter()
-        drafts = await asyncio.to_thread(detect_communities, KB_PREFIX, graph, options.max_cluster_size)
+        drafts = await asyncio.to_thread(detect_communities, KB_PREFIX, graph, detector._max_cluster_size)
         leiden_s = time.perf_counter() - started
         return {
             "entities": len(graph.entity_ids),
