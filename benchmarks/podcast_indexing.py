@@ -68,6 +68,7 @@ from typing import Any
 from backend.application.ports.ingestion import SourceDocument
 from backend.bootstrap import open_knowledge_service
 from backend.domain.knowledge_base import KnowledgeBase
+from backend.graphrag_agent.community_builder import CommunityBuilder
 from backend.infrastructure.config.settings import Settings
 from benchmarks.graph_indexing import Wiring, clean_env
 from benchmarks.graph_probes import RefreshLog, StageClock, cpu_seconds, dig, log, machine, rel, status_kib
@@ -248,7 +249,9 @@ async def index_mode(mode: str, documents: Sequence[SourceDocument], model_url: 
             wall = time.perf_counter() - started
             cpu = time.process_time() - cpu
             counts = await wiring.store.counts(KB_PREFIX)
-            summarizer = wiring.maintainer._summarizer
+            detector = wiring.maintainer._detector
+            assert isinstance(detector, CommunityBuilder), type(detector)
+            summarizer = detector._summarizer
             fallbacks = getattr(summarizer, "fallbacks", None)
             embedder_engine = getattr(wiring.embedder, "engine", "numpy")
     embed_batches = clock.total("batch/embed")
