@@ -73,6 +73,8 @@ from backend.infrastructure.native_threads import single_threaded_blas
 from backend.infrastructure.persistence.memory.conversation_store import InMemoryConversationStore
 from backend.infrastructure.persistence.postgres.conversation_store import PostgresConversationStore
 from backend.infrastructure.persistence.sqlite.conversation_store import SqliteConversationStore
+from backend.infrastructure.routing.background import WordfreqRarity
+from backend.infrastructure.routing.content import ContentRouter
 from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier
 from backend.infrastructure.routing.router_graph import RouterGraph
 
@@ -247,7 +249,9 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
         )
         policy = RoutingPolicy(routing, pool.available_agent_types)
         classifier = LlmIntentClassifier(model) if model is not None else None
-        router = RouterGraph(catalog, policy, classifier, settings.routing.llm_timeout_s)
+        WordfreqRarity.warm_up()
+        content = ContentRouter(knowledge.store, WordfreqRarity())
+        router = RouterGraph(catalog, policy, content, classifier, settings.routing.llm_timeout_s)
         turns = TurnService(
             store,
             catalog,

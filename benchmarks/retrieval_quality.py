@@ -83,7 +83,13 @@ KB = "quality"
 CACHE_KEPT = 3  # indexes kept per dataset: the current indexing code's and two older ones
 # Indexing code: a change here rebuilds the cached indexes; agents and the server do not.
 INDEX_CODE = [ROOT / "backend"]
-NOT_INDEX_CODE = ("backend/graphrag_agent/agents/", "backend/server/", "backend/application/chat")
+NOT_INDEX_CODE = (
+    "backend/graphrag_agent/agents/",
+    "backend/server/",
+    "backend/application/chat",
+    "backend/application/routing/",
+    "backend/infrastructure/routing/",
+)
 
 
 # -- the index ---------------------------------------------------------------------------------------------------

@@ -14,8 +14,11 @@ from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.routing import RequestedRoute
 from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.llm.openai_compatible import OpenAICompatibleChatModel
+from backend.infrastructure.routing.background import WordfreqRarity
+from backend.infrastructure.routing.content import ContentRouter
 from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier
 from backend.infrastructure.routing.router_graph import RouterGraph
+from tests.support.memory_graph import MemoryGraph
 from tests.support.scripted_llm import Reply, ScriptedLLM
 
 KBS = [
@@ -36,7 +39,8 @@ async def model(scripted_llm: ScriptedLLM) -> AsyncIterator[OpenAICompatibleChat
 
 def router(model: OpenAICompatibleChatModel, timeout_s: float = 2.0) -> RouterGraph:
     policy = RoutingPolicy(RoutingSettings(), KNOWN_AGENT_TYPES)
-    return RouterGraph(static_catalog(KBS), policy, LlmIntentClassifier(model), timeout_s)
+    content = ContentRouter(MemoryGraph(), WordfreqRarity())
+    return RouterGraph(static_catalog(KBS), policy, content, LlmIntentClassifier(model), timeout_s)
 
 
 def json_reply(payload: str) -> Reply:

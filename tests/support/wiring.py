@@ -22,8 +22,11 @@ from backend.infrastructure.agents.rag_factory.manager import RAGAgentManager
 from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.llm.extractive import ExtractiveAnswerer
 from backend.infrastructure.persistence.memory.conversation_store import InMemoryConversationStore
+from backend.infrastructure.routing.background import WordfreqRarity
+from backend.infrastructure.routing.content import ContentRouter
 from backend.infrastructure.routing.router_graph import RouterGraph
 from tests.support.fakes import FakeAgent
+from tests.support.memory_graph import MemoryGraph
 
 DEFAULT_KBS = (
     KnowledgeBase(
@@ -55,7 +58,8 @@ def wire(
     pool = RAGAgentManager({agent.agent_type: lambda kb, res: agent}, AgentResources(None, None))  # type: ignore[arg-type]
     generator = AnswerGenerator(model, ExtractiveAnswerer())
     rag = RagManager(pool, RetrievalLimits(agent_timeout_s=agent_timeout_s))
-    router = RouterGraph(catalog, RoutingPolicy(RoutingSettings(), pool.available_agent_types))
+    content = ContentRouter(MemoryGraph(), WordfreqRarity())  # no KB holds anything: keywords decide
+    router = RouterGraph(catalog, RoutingPolicy(RoutingSettings(), pool.available_agent_types), content)
     turns = TurnService(store, catalog, pool.available_agent_types, TurnLimits(max_message_chars=2000))
     saver = AnswerSaver(turns)
     stream = StreamHandler(turns, router, ChatStreamExecutor(rag, generator), pipeline, budgets, saver)

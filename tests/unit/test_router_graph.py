@@ -13,8 +13,11 @@ from backend.domain.errors import AgentUnavailable
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.routing import RequestedRoute
 from backend.infrastructure.knowledge_bases.catalog import static_catalog
+from backend.infrastructure.routing.background import WordfreqRarity
+from backend.infrastructure.routing.content import ContentRouter
 from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier, parse_routing_reply
 from backend.infrastructure.routing.router_graph import RouterGraph
+from tests.support.memory_graph import MemoryGraph
 
 KBS = [
     KnowledgeBase(
@@ -34,7 +37,9 @@ def router(
     available: frozenset[str] = KNOWN_AGENT_TYPES,
 ) -> RouterGraph:
     policy = RoutingPolicy(settings or RoutingSettings(), available)
-    return RouterGraph(static_catalog(KBS), policy, classifier, llm_timeout_s)
+    return RouterGraph(
+        static_catalog(KBS), policy, ContentRouter(MemoryGraph(), WordfreqRarity()), classifier, llm_timeout_s
+    )
 
 
 def asked(kb_prefix: str | None, agent_type: str | None) -> RequestedRoute:
@@ -106,10 +111,12 @@ async def test_auto_route_off_keeps_the_requested_kb_or_general() -> None:
     off = RoutingSettings(auto_route=False)
     kept = await router(off).route(message="which film won", session_id="s", requested=asked("edu", None))
     assert kept.kb_prefix == "edu"
-    assert kept.routed_kb_prefix == "movie"  # detected, but the policy ignores it
+    # The request decided: no guess is made or reported as the reason.
+    assert (kept.routed_kb_prefix, kept.method, kept.reason) == ("", "requested", "the request names edu")
     general = await router(off).route(message="which film won", session_id="s", requested=asked(None, None))
     assert general.kb_prefix == "general"
     assert general.worker_name == ""
+    assert (general.method, general.reason) == ("requested", "automatic routing is off")
 
 
 async def test_routed_kb_replaces_requested_only_with_override_and_enough_confidence() -> None:

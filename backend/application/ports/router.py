@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Protocol
 
 from backend.domain.knowledge_base import KnowledgeBase
@@ -13,11 +14,21 @@ class RouterPort(Protocol):
     async def route(self, *, message: str, session_id: str, requested: RequestedRoute) -> RouteDecision: ...
 
 
+class IntentDetector(Protocol):
+    """Guesses which KB a message belongs to, offline (`infrastructure/routing/content.py`)."""
+
+    async def guess(self, message: str, knowledge_bases: Sequence[KnowledgeBase]) -> IntentGuess: ...
+
+
 class RoutePolicy(Protocol):
     """The decisions the router applies after intent detection (`application/routing/policy.py`)."""
 
     def may_reroute(self, requested: RequestedRoute) -> bool:
         """Whether a guess can change where the turn goes (else the request decides it)."""
+        ...
+
+    def trusts(self, guess: IntentGuess) -> bool:
+        """Whether a guess is confident enough to route by (else a model is asked, when there is one)."""
         ...
 
     def decide_kb(self, requested: RequestedRoute, guess: IntentGuess) -> str:

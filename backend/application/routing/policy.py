@@ -35,13 +35,15 @@ class RoutingPolicy:
             return False
         return requested.kb is None or self._settings.allow_override
 
+    def trusts(self, guess: IntentGuess) -> bool:
+        return bool(guess.kb_prefix) and guess.confidence >= self._settings.min_confidence
+
     def decide_kb(self, requested: RequestedRoute, guess: IntentGuess) -> str:
         """The prefix of the KB that serves the turn, or `GENERAL_KB`."""
         asked = requested.kb.kb_prefix if requested.kb is not None else ""
         if not self.may_reroute(requested):
             return GENERAL_KB if requested.general or not asked else asked
-        trusted = bool(guess.kb_prefix) and guess.confidence >= self._settings.min_confidence
-        if trusted:
+        if self.trusts(guess):
             return guess.kb_prefix
         return asked or GENERAL_KB
 

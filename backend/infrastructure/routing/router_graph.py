@@ -1,6 +1,7 @@
 """RouterGraph: intent_detect → apply_override_policy → worker_select (SPEC §4).
 
-The LangGraph adapter of routing: it detects intent (the heuristic, then the model when unsure) and applies the
+The LangGraph adapter of routing: it detects intent offline (the KBs' keywords and descriptions, and what their
+indexes hold: the `IntentDetector` port), asks the model when the policy does not trust that guess, and applies the
 application's `RoutePolicy` in the other two nodes. A `StateGraph` compiled once per router and kept stateless:
 routing is a pure function of the message and the request, so nothing is persisted between calls. One run
 routes a list of messages (usually one; under load, every message that arrived while the previous run was in
@@ -18,13 +19,13 @@ from typing import Any, TypedDict
 from langgraph.graph import END, START, StateGraph
 
 from backend.application.ports.knowledge_bases import KnowledgeBaseCatalog
-from backend.application.ports.router import RoutePolicy
+from backend.application.ports.router import IntentDetector, RoutePolicy
 from backend.domain.errors import UnknownKnowledgeBase
 from backend.domain.knowledge_base import GENERAL_KB, KnowledgeBase
 from backend.domain.routing import IntentGuess, RequestedRoute, RouteDecision, RouteMethod
 from backend.domain.worker import Worker
 from backend.infrastructure.routing.batches import SharedRuns
-from backend.infrastructure.routing.heuristic import CONFIDENT, detect_intent
+from backend.infrastructure.routing.heuristic import detect_intent
 from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier
 
 logger = logging.getLogger(__name__)
@@ -61,11 +62,13 @@ class RouterGraph:
         self,
         catalog: KnowledgeBaseCatalog,
         policy: RoutePolicy,
+        content: IntentDetector,
         classifier: LlmIntentClassifier | None = None,
         llm_timeout_s: float = 5.0,
     ) -> None:
         self._catalog = catalog
         self._policy = policy
+        self._content = content
         self._classifier = classifier
         self._llm_timeout_s = llm_timeout_s
         self._graph = self._build()
@@ -110,11 +113,11 @@ class RouterGraph:
     async def _intent_detect(self, state: RouteState) -> RouteState:
         requests = state["requests"]
         knowledge_bases = await self._catalog.list()
-        guesses = [detect_intent(request.message, knowledge_bases) for request in requests]
+        guesses = list(await asyncio.gather(*(self._offline_guess(request, knowledge_bases) for request in requests)))
         unsure = [
             index
             for index, (request, guess) in enumerate(zip(requests, guesses, strict=True))
-            if guess.confidence < CONFIDENT and self._model_can_change_outcome(request.requested)
+            if not self._policy.trusts(guess) and self._model_can_change_outcome(request.requested)
         ]
         if unsure:
             asked = await asyncio.gather(
@@ -123,6 +126,16 @@ class RouterGraph:
             for index, guess in zip(unsure, asked, strict=True):
                 guesses[index] = guess
         return {"guesses": guesses, "knowledge_bases": {kb.kb_prefix: kb for kb in knowledge_bases}}
+
+    async def _offline_guess(self, request: RouteRequest, knowledge_bases: Sequence[KnowledgeBase]) -> IntentGuess:
+        """Keywords first (a KB's owner named them); what the KBs hold when no keyword settles it."""
+        if not self._policy.may_reroute(request.requested):
+            return IntentGuess("", 1.0, RouteMethod.REQUESTED, _why_requested(request.requested))
+        by_keywords = detect_intent(request.message, knowledge_bases)
+        if self._policy.trusts(by_keywords):
+            return by_keywords
+        by_content = await self._content.guess(request.message, knowledge_bases)
+        return max(by_content, by_keywords, key=lambda guess: guess.confidence)
 
     def _model_can_change_outcome(self, requested: RequestedRoute) -> bool:
         return self._classifier is not None and self._policy.may_reroute(requested)
@@ -158,6 +171,14 @@ class RouterGraph:
                     raise UnknownKnowledgeBase(f"unknown knowledge base {kb_prefix!r}")
             workers.append(self._policy.select_worker(request.requested, kb))
         return {"workers": workers}
+
+
+def _why_requested(requested: RequestedRoute) -> str:
+    if requested.general:
+        return "the request asks for general chat"
+    if requested.kb is not None:
+        return f"the request names {requested.kb.kb_prefix}"
+    return "automatic routing is off"
 
 
 def _requested_prefix(requested: RequestedRoute) -> str:
