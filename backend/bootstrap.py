@@ -75,6 +75,7 @@ from backend.infrastructure.persistence.postgres.conversation_store import Postg
 from backend.infrastructure.persistence.sqlite.conversation_store import SqliteConversationStore
 from backend.infrastructure.routing.background import WordfreqRarity
 from backend.infrastructure.routing.content import ContentRouter
+from backend.infrastructure.routing.followups import OfflineFollowUps
 from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier
 from backend.infrastructure.routing.router_graph import RouterGraph
 
@@ -250,8 +251,9 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
         policy = RoutingPolicy(routing, pool.available_agent_types)
         classifier = LlmIntentClassifier(model) if model is not None else None
         WordfreqRarity.warm_up()
-        content = ContentRouter(knowledge.store, WordfreqRarity())
-        router = RouterGraph(catalog, policy, content, classifier, settings.routing.llm_timeout_s)
+        rarity = WordfreqRarity()
+        content, followups = ContentRouter(knowledge.store, rarity), OfflineFollowUps(rarity)
+        router = RouterGraph(catalog, policy, content, followups, classifier, settings.routing.llm_timeout_s)
         turns = TurnService(
             store,
             catalog,

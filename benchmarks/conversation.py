@@ -48,6 +48,7 @@ from backend.infrastructure.knowledge.loaders import FileDocumentLoader
 from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.routing.background import WordfreqRarity
 from backend.infrastructure.routing.content import ContentRouter
+from backend.infrastructure.routing.followups import OfflineFollowUps
 from backend.infrastructure.routing.router_graph import RouterGraph
 from benchmarks.graph_indexing import Wiring, bench_settings
 from benchmarks.graph_probes import log, machine, result_path, save_result, spread_ms
@@ -140,7 +141,8 @@ async def open_indexes(kbs: Sequence[RoutingKb], stack: AsyncExitStack, scratch:
 
 def product_router(kbs: Sequence[KnowledgeBase], indexes: KbIndexes) -> RouterGraph:
     policy = RoutingPolicy(RoutingSettings(), KNOWN_AGENT_TYPES)
-    return RouterGraph(static_catalog(kbs), policy, ContentRouter(indexes, WordfreqRarity()))
+    rarity = WordfreqRarity()
+    return RouterGraph(static_catalog(kbs), policy, ContentRouter(indexes, rarity), OfflineFollowUps(rarity))
 
 
 async def route_all(router: RouterGraph, messages: Sequence[tuple[str, str]]) -> tuple[list[str], list[float]]:

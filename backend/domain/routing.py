@@ -41,6 +41,14 @@ class IntentGuess:
 
 
 @dataclass(frozen=True, slots=True)
+class StandaloneQuery:
+    """What routing and retrieval search for: the message, with what a follow-up refers back to."""
+
+    text: str
+    carried: str = ""  # the words carried from earlier turns ("" when the message stands alone)
+
+
+@dataclass(frozen=True, slots=True)
 class RouteDecision:
     requested_kb_prefix: str
     routed_kb_prefix: str
@@ -49,6 +57,7 @@ class RouteDecision:
     method: str
     reason: str
     worker: Worker | None  # None: general chat, no retrieval
+    query: str = ""  # the standalone query routing used and retrieval searches for ("": the message as written)
 
     @property
     def is_general(self) -> bool:

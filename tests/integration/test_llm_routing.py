@@ -16,6 +16,7 @@ from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.llm.openai_compatible import OpenAICompatibleChatModel
 from backend.infrastructure.routing.background import WordfreqRarity
 from backend.infrastructure.routing.content import ContentRouter
+from backend.infrastructure.routing.followups import OfflineFollowUps
 from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier
 from backend.infrastructure.routing.router_graph import RouterGraph
 from tests.support.memory_graph import MemoryGraph
@@ -40,7 +41,8 @@ async def model(scripted_llm: ScriptedLLM) -> AsyncIterator[OpenAICompatibleChat
 def router(model: OpenAICompatibleChatModel, timeout_s: float = 2.0) -> RouterGraph:
     policy = RoutingPolicy(RoutingSettings(), KNOWN_AGENT_TYPES)
     content = ContentRouter(MemoryGraph(), WordfreqRarity())
-    return RouterGraph(static_catalog(KBS), policy, content, LlmIntentClassifier(model), timeout_s)
+    followups = OfflineFollowUps(WordfreqRarity())
+    return RouterGraph(static_catalog(KBS), policy, content, followups, LlmIntentClassifier(model), timeout_s)
 
 
 def json_reply(payload: str) -> Reply:

@@ -24,6 +24,7 @@ from backend.infrastructure.llm.extractive import ExtractiveAnswerer
 from backend.infrastructure.persistence.memory.conversation_store import InMemoryConversationStore
 from backend.infrastructure.routing.background import WordfreqRarity
 from backend.infrastructure.routing.content import ContentRouter
+from backend.infrastructure.routing.followups import OfflineFollowUps
 from backend.infrastructure.routing.router_graph import RouterGraph
 from tests.support.fakes import FakeAgent
 from tests.support.memory_graph import MemoryGraph
@@ -59,7 +60,8 @@ def wire(
     generator = AnswerGenerator(model, ExtractiveAnswerer())
     rag = RagManager(pool, RetrievalLimits(agent_timeout_s=agent_timeout_s))
     content = ContentRouter(MemoryGraph(), WordfreqRarity())  # no KB holds anything: keywords decide
-    router = RouterGraph(catalog, RoutingPolicy(RoutingSettings(), pool.available_agent_types), content)
+    policy = RoutingPolicy(RoutingSettings(), pool.available_agent_types)
+    router = RouterGraph(catalog, policy, content, OfflineFollowUps(WordfreqRarity()))
     turns = TurnService(store, catalog, pool.available_agent_types, TurnLimits(max_message_chars=2000))
     saver = AnswerSaver(turns)
     stream = StreamHandler(turns, router, ChatStreamExecutor(rag, generator), pipeline, budgets, saver)

@@ -11,6 +11,7 @@ from backend.domain.routing import RequestedRoute, RouteMethod
 from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.routing.background import WordfreqRarity
 from backend.infrastructure.routing.content import ContentRouter, asks_to_produce, is_small_talk
+from backend.infrastructure.routing.followups import OfflineFollowUps
 from backend.infrastructure.routing.router_graph import RouterGraph
 from tests.support.memory_graph import MemoryGraph, Passage, TermEmbedder, memory_graph
 
@@ -114,7 +115,7 @@ async def test_a_word_nobody_knows_is_a_typo_not_missing_evidence(graph: MemoryG
 
 async def test_the_router_routes_by_content_when_no_keyword_matches(graph: MemoryGraph) -> None:
     policy = RoutingPolicy(RoutingSettings(), KNOWN_AGENT_TYPES)
-    router = RouterGraph(static_catalog(KBS), policy, content_router(graph))
+    router = RouterGraph(static_catalog(KBS), policy, content_router(graph), OfflineFollowUps(WordfreqRarity()))
     decision = await router.route(message="How strong is Old Tobias?", session_id="s", requested=_none())
     assert decision.worker is not None and decision.worker.kb.kb_prefix == "orchard"
     assert decision.method == "heuristic" and "Tobias".lower() in decision.reason.lower()
@@ -129,7 +130,7 @@ async def test_raising_the_minimum_confidence_asks_for_more_evidence(graph: Memo
     assert 0.75 <= guess.confidence < 0.9, guess
     for bar, general in ((0.75, False), (0.9, True)):
         policy = RoutingPolicy(RoutingSettings(min_confidence=bar), KNOWN_AGENT_TYPES)
-        router = RouterGraph(static_catalog(KBS), policy, content_router(graph))
+        router = RouterGraph(static_catalog(KBS), policy, content_router(graph), OfflineFollowUps(WordfreqRarity()))
         decision = await router.route(message=message, session_id="s", requested=_none())
         assert decision.is_general is general, (bar, decision)
 

@@ -15,6 +15,7 @@ from backend.domain.routing import RequestedRoute
 from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.routing.background import WordfreqRarity
 from backend.infrastructure.routing.content import ContentRouter
+from backend.infrastructure.routing.followups import OfflineFollowUps
 from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier, parse_routing_reply
 from backend.infrastructure.routing.router_graph import RouterGraph
 from tests.support.memory_graph import MemoryGraph
@@ -38,7 +39,12 @@ def router(
 ) -> RouterGraph:
     policy = RoutingPolicy(settings or RoutingSettings(), available)
     return RouterGraph(
-        static_catalog(KBS), policy, ContentRouter(MemoryGraph(), WordfreqRarity()), classifier, llm_timeout_s
+        static_catalog(KBS),
+        policy,
+        ContentRouter(MemoryGraph(), WordfreqRarity()),
+        OfflineFollowUps(WordfreqRarity()),
+        classifier,
+        llm_timeout_s,
     )
 
 

@@ -32,7 +32,7 @@ class AnswerGenerator:
         return general_messages(request.message, request.history, self._history_budget)
 
     def _extractive_text(self, request: GenerationRequest, evidence: Sequence[RetrievalResult]) -> str:
-        return self._offline.compose(request.message, evidence) if request.plan else self._offline.general_answer
+        return self._offline.compose(request.search_query, evidence) if request.plan else self._offline.general_answer
 
     def stream(
         self, request: GenerationRequest, evidence: Sequence[RetrievalResult]

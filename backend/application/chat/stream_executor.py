@@ -79,4 +79,4 @@ class ChatStreamExecutor:
                     agent_type=run.agent_type,
                     retrieval_count=len(run.results),
                 )
-                yield RetrievedEvent(request.message, request.kb_prefix, run)
+                yield RetrievedEvent(request.search_query, request.kb_prefix, run)

@@ -203,6 +203,7 @@ class StreamHandler:
             message=turn.message,
             session_id=turn.context.session_id,
             requested=turn.requested,
+            history=turn.history,
         )
         duration_ms = round((time.perf_counter() - started) * 1000, 3)
         yield ProgressEvent(Stage.ROUTING, completed=1, total=1)

@@ -166,6 +166,7 @@ def generation_request(turn: PreparedTurn, decision: RouteDecision) -> Generatio
     return GenerationRequest(
         context=turn.context,
         message=turn.message,
+        query=decision.query or turn.message,
         kb_prefix="" if decision.is_general else decision.kb_prefix,
         plan=plan_for(decision),
         history=turn.history,

@@ -18,10 +18,15 @@ class GenerationRequest:
     """Everything a generator needs for one turn. An empty plan means general chat."""
 
     context: RequestContext
-    message: str
+    message: str  # as the user wrote it: what a model answers, with the history
     kb_prefix: str = ""
     plan: tuple[RagRunSpec, ...] = ()
     history: tuple[Message, ...] = ()
+    query: str = ""  # what retrieval searches for and an extractive answer answers ("": the message)
+
+    @property
+    def search_query(self) -> str:
+        return self.query or self.message
 
 
 class ChatStreamExecutorPort(Protocol):

@@ -5,13 +5,24 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
+from backend.domain.conversation import Message
 from backend.domain.knowledge_base import KnowledgeBase
-from backend.domain.routing import IntentGuess, RequestedRoute, RouteDecision
+from backend.domain.routing import IntentGuess, RequestedRoute, RouteDecision, StandaloneQuery
 from backend.domain.worker import Worker
 
 
 class RouterPort(Protocol):
-    async def route(self, *, message: str, session_id: str, requested: RequestedRoute) -> RouteDecision: ...
+    async def route(
+        self, *, message: str, session_id: str, requested: RequestedRoute, history: Sequence[Message] = ()
+    ) -> RouteDecision:
+        """Where the message goes; `history` (oldest first) lets a follow-up that refers back stand alone."""
+        ...
+
+
+class FollowUps(Protocol):
+    """Makes a follow-up that refers back to earlier turns ("that person", "它") a query that stands alone."""
+
+    def standalone(self, message: str, history: Sequence[Message]) -> StandaloneQuery: ...
 
 
 class IntentDetector(Protocol):

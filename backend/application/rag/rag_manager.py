@@ -36,7 +36,9 @@ class RagManager:
     async def iter_runs(self, request: GenerationRequest) -> AsyncGenerator[AgentRun, None]:
         """Yield each agent's run as it completes. Leaving early cancels the agents still running."""
         thread_id = request.context.thread_id
-        tasks = [asyncio.create_task(self._run_one(spec.worker, request.message, thread_id)) for spec in request.plan]
+        tasks = [
+            asyncio.create_task(self._run_one(spec.worker, request.search_query, thread_id)) for spec in request.plan
+        ]
         try:
             for next_done in asyncio.as_completed(tasks):
                 yield await next_done

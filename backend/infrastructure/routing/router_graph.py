@@ -19,10 +19,11 @@ from typing import Any, TypedDict
 from langgraph.graph import END, START, StateGraph
 
 from backend.application.ports.knowledge_bases import KnowledgeBaseCatalog
-from backend.application.ports.router import IntentDetector, RoutePolicy
+from backend.application.ports.router import FollowUps, IntentDetector, RoutePolicy
+from backend.domain.conversation import Message
 from backend.domain.errors import UnknownKnowledgeBase
 from backend.domain.knowledge_base import GENERAL_KB, KnowledgeBase
-from backend.domain.routing import IntentGuess, RequestedRoute, RouteDecision, RouteMethod
+from backend.domain.routing import IntentGuess, RequestedRoute, RouteDecision, RouteMethod, StandaloneQuery
 from backend.domain.worker import Worker
 from backend.infrastructure.routing.batches import SharedRuns
 from backend.infrastructure.routing.heuristic import detect_intent
@@ -38,6 +39,7 @@ class RouteRequest:
     message: str
     session_id: str
     requested: RequestedRoute
+    history: tuple[Message, ...] = ()
 
 
 class RouteState(TypedDict, total=False):
@@ -45,6 +47,7 @@ class RouteState(TypedDict, total=False):
 
     requests: list[RouteRequest]
     knowledge_bases: dict[str, KnowledgeBase]  # intent_detect: the catalog's KBs by prefix
+    queries: list[StandaloneQuery]  # intent_detect: what routing and retrieval search for
     guesses: list[IntentGuess]  # intent_detect
     kb_prefixes: list[str]  # apply_override_policy
     workers: list[Worker | None]  # worker_select
@@ -63,12 +66,14 @@ class RouterGraph:
         catalog: KnowledgeBaseCatalog,
         policy: RoutePolicy,
         content: IntentDetector,
+        followups: FollowUps,
         classifier: LlmIntentClassifier | None = None,
         llm_timeout_s: float = 5.0,
     ) -> None:
         self._catalog = catalog
         self._policy = policy
         self._content = content
+        self._followups = followups
         self._classifier = classifier
         self._llm_timeout_s = llm_timeout_s
         self._graph = self._build()
@@ -85,8 +90,10 @@ class RouterGraph:
         graph.add_edge("worker_select", END)
         return graph.compile()
 
-    async def route(self, *, message: str, session_id: str, requested: RequestedRoute) -> RouteDecision:
-        request = RouteRequest(message, session_id, requested)
+    async def route(
+        self, *, message: str, session_id: str, requested: RequestedRoute, history: Sequence[Message] = ()
+    ) -> RouteDecision:
+        request = RouteRequest(message, session_id, requested, tuple(history))
         if self._model_can_change_outcome(requested):
             return (await self._run([request]))[0]
         return await self.shared_runs.submit(request)
@@ -102,9 +109,10 @@ class RouterGraph:
                 method=guess.method.value,
                 reason=guess.reason,
                 worker=worker,
+                query=query.text,
             )
-            for request, guess, kb_prefix, worker in zip(
-                requests, final["guesses"], final["kb_prefixes"], final["workers"], strict=True
+            for request, query, guess, kb_prefix, worker in zip(
+                requests, final["queries"], final["guesses"], final["kb_prefixes"], final["workers"], strict=True
             )
         ]
 
@@ -113,7 +121,12 @@ class RouterGraph:
     async def _intent_detect(self, state: RouteState) -> RouteState:
         requests = state["requests"]
         knowledge_bases = await self._catalog.list()
-        guesses = list(await asyncio.gather(*(self._offline_guess(request, knowledge_bases) for request in requests)))
+        queries = [self._followups.standalone(request.message, request.history) for request in requests]
+        guesses = list(
+            await asyncio.gather(
+                *(self._offline_guess(r, q.text, knowledge_bases) for r, q in zip(requests, queries, strict=True))
+            )
+        )
         unsure = [
             index
             for index, (request, guess) in enumerate(zip(requests, guesses, strict=True))
@@ -121,20 +134,23 @@ class RouterGraph:
         ]
         if unsure:
             asked = await asyncio.gather(
-                *(self._classify_with_model(requests[i].message, knowledge_bases, guesses[i]) for i in unsure)
+                *(self._classify_with_model(queries[i].text, knowledge_bases, guesses[i]) for i in unsure)
             )
             for index, guess in zip(unsure, asked, strict=True):
                 guesses[index] = guess
-        return {"guesses": guesses, "knowledge_bases": {kb.kb_prefix: kb for kb in knowledge_bases}}
+        known = {kb.kb_prefix: kb for kb in knowledge_bases}
+        return {"queries": queries, "guesses": guesses, "knowledge_bases": known}
 
-    async def _offline_guess(self, request: RouteRequest, knowledge_bases: Sequence[KnowledgeBase]) -> IntentGuess:
+    async def _offline_guess(
+        self, request: RouteRequest, query: str, knowledge_bases: Sequence[KnowledgeBase]
+    ) -> IntentGuess:
         """Keywords first (a KB's owner named them); what the KBs hold when no keyword settles it."""
         if not self._policy.may_reroute(request.requested):
             return IntentGuess("", 1.0, RouteMethod.REQUESTED, _why_requested(request.requested))
-        by_keywords = detect_intent(request.message, knowledge_bases)
+        by_keywords = detect_intent(query, knowledge_bases)
         if self._policy.trusts(by_keywords):
             return by_keywords
-        by_content = await self._content.guess(request.message, knowledge_bases)
+        by_content = await self._content.guess(query, knowledge_bases)
         return max(by_content, by_keywords, key=lambda guess: guess.confidence)
 
     def _model_can_change_outcome(self, requested: RequestedRoute) -> bool:

@@ -32,6 +32,7 @@ class RouteOut(BaseModel):
     method: str
     reason: str
     worker_name: str
+    query: str  # what routing and retrieval searched for: the message, or a follow-up made to stand alone
 
     @classmethod
     def of(cls, decision: RouteDecision) -> RouteOut:

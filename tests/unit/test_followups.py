@@ -1,0 +1,72 @@
+"""A follow-up that refers back is made to stand alone for routing and retrieval; the stored message is not."""
+
+from __future__ import annotations
+
+from backend.application.chat.inputs import ChatInput
+from backend.domain.context import RequestContext
+from backend.domain.conversation import Message, Role
+from backend.domain.events import RoutedEvent
+from backend.infrastructure.routing.background import WordfreqRarity
+from backend.infrastructure.routing.followups import OfflineFollowUps, refers_back
+from tests.support.fakes import FakeAgent, evidence
+from tests.support.wiring import wire
+
+FOLLOWUPS = OfflineFollowUps(WordfreqRarity())
+
+
+def said(*turns: str) -> tuple[Message, ...]:
+    """User and assistant turns, alternating, user first."""
+    return tuple(Message(Role.USER if n % 2 == 0 else Role.ASSISTANT, text) for n, text in enumerate(turns))
+
+
+def test_a_follow_up_that_refers_back_carries_the_earlier_subject() -> None:
+    history = said("Tell me about Coulson Wallop.", "Coulson Wallop was an English politician. [1]")
+    query = FOLLOWUPS.standalone("Where did his father study?", history)
+    assert query.carried == "coulson wallop"
+    assert query.text == "Where did his father study? coulson wallop"
+
+
+def test_the_latest_user_turn_with_a_subject_is_carried() -> None:
+    history = said("Who founded Wrenfield Orchard?", "Agnes Wren. [1]", "thanks!", "You are welcome.")
+    assert FOLLOWUPS.standalone("When did she die?", history).carried.endswith("wrenfield orchard")
+
+
+def test_a_message_that_names_its_own_subject_stands_alone() -> None:
+    history = said("Tell me about Coulson Wallop.", "…")
+    for message in ("Who directed the film that won the Palme d'Or in 1994?", "When was Mugain born?"):
+        query = FOLLOWUPS.standalone(message, history)
+        assert (query.text, query.carried) == (message, ""), message
+
+
+def test_nothing_is_carried_without_history_or_without_a_reference() -> None:
+    assert FOLLOWUPS.standalone("Where did his father study?", ()).carried == ""
+    history = said("Tell me about Coulson Wallop.", "…")
+    assert FOLLOWUPS.standalone("What is the capital of France?", history).carried == ""
+
+
+def test_chinese_follow_ups_carry_the_chinese_subject() -> None:
+    history = said("松鸦是什么鸟？", "松鸦是鸦科的鸟类。[1]")
+    assert refers_back("它栖息在哪里？")
+    query = FOLLOWUPS.standalone("它栖息在哪里？", history)
+    assert "松鸦" in query.carried and query.text.startswith("它栖息在哪里？")
+
+
+async def test_retrieval_searches_the_standalone_query_and_the_stored_message_is_as_written() -> None:
+    """The follow-up names neither a person nor the KB: the carried words route it and retrieval finds them."""
+    agent = FakeAgent(results=[evidence("chunk:1", "Hamish Dunmore keeps about 30 hives.", 0.9, "People")])
+    wired = wire(agent)
+    ctx = RequestContext("r1", "alice", "s1")
+    first = await wired.stream.prepare(ctx, ChatInput(session_id="s1", message="Who is Hamish Dunmore at the orchard?"))
+    [event async for event in wired.stream.events(first)]
+    follow_up = ChatInput(session_id="s1", message="What did he do before?")
+    turn = await wired.stream.prepare(RequestContext("r2", "alice", "s1"), follow_up)
+    events = [event async for event in wired.stream.events(turn)]
+    routed = next(event for event in events if isinstance(event, RoutedEvent))
+    assert routed.decision.query == "What did he do before? hamish dunmore orchard"
+    assert routed.decision.kb_prefix == "orchard"
+    assert agent.calls[-1][0] == "What did he do before? hamish dunmore orchard"
+    conversation = await wired.store.find_conversation_id("alice", "s1")
+    assert conversation is not None
+    stored = await wired.store.list_messages(conversation)
+    asked = [m.content for m in stored if m.role is Role.USER]
+    assert asked == ["Who is Hamish Dunmore at the orchard?", "What did he do before?"]
