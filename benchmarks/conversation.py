@@ -14,6 +14,13 @@ scores highest, and to general chat when no KB has a document sharing a word wit
 
 Routing latency is the router's `route()` per message, over the embedded store (p50/p95).
 
+Follow-ups: each 2wiki dev question that names its subjects (gold passage titles written in it) is asked in
+two turns: "Tell me about X." (or "X and Y"), then the question with X referred to ("their" for "X's",
+"that one" for X; "the first one" and "the second one" for two). The second turn goes through the product's
+`OfflineFollowUps` with the first in its history; perfect@8 (every gold passage among the first 8) of the
+standalone query it builds is compared per agent with the whole question's and with the second turn as
+written.
+
 Run:  python -m benchmarks.conversation [--quick]
 `--quick`: the first 100 CMRC questions instead of all 1,073.
 Writes benchmarks/results/conversation.json (`--quick`: conversation_quick.json).
@@ -29,7 +36,7 @@ import tempfile
 import time
 from collections.abc import Sequence
 from contextlib import AsyncExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
@@ -40,7 +47,8 @@ import jieba  # type: ignore[import-untyped]
 from backend.application.ports.graph_store import GraphStore
 from backend.application.routing.policy import RoutingPolicy, RoutingSettings
 from backend.bootstrap import open_knowledge_service
-from backend.domain.agent_types import KNOWN_AGENT_TYPES
+from backend.domain.agent_types import DEFAULT_AGENT_TYPE, KNOWN_AGENT_TYPES
+from backend.domain.conversation import Message, Role
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.routing import RequestedRoute
 from backend.graphrag_agent.ports import ChunkHit, Vector
@@ -52,9 +60,15 @@ from backend.infrastructure.routing.followups import OfflineFollowUps
 from backend.infrastructure.routing.router_graph import RouterGraph
 from benchmarks.graph_indexing import Wiring, bench_settings
 from benchmarks.graph_probes import log, machine, result_path, save_result, spread_ms
-from benchmarks.quality_data import ROOT, Dataset, load_2wiki, load_cmrc, load_lihua
+from benchmarks.quality_data import ROOT, Dataset, Question, load_2wiki, load_cmrc, load_lihua
 from benchmarks.retrieval_quality import KB as QUALITY_KB
-from benchmarks.retrieval_quality import PEER_CORPUS_PASSAGES, ensure_index, fresh_directory
+from benchmarks.retrieval_quality import (
+    PEER_CORPUS_PASSAGES,
+    agent_rankings,
+    ensure_index,
+    fresh_directory,
+    twowiki_figures,
+)
 
 GENERAL = "general"
 ORCHARD = ROOT / "samples" / "orchard"
@@ -190,6 +204,58 @@ def bm25_router(kbs: Sequence[RoutingKb]) -> Any:
     return route
 
 
+# -- follow-ups ----------------------------------------------------------------------------------------------
+
+FOLLOW_UP_AGENTS = ("graph_agent", "naive_rag_agent", DEFAULT_AGENT_TYPE)
+
+
+def two_turns(question: Question) -> tuple[str, str] | None:
+    """("Tell me about X.", the question referring to X), or None when the question names none of its titles."""
+    text = question.text
+    named = [t for t in question.gold if t.lower() in text.lower()]
+    named = sorted(named, key=lambda t: text.lower().index(t.lower()))[:2]
+    if not named:
+        return None
+    stand_ins = ["that one"] if len(named) == 1 else ["the first one", "the second one"]
+    for title, stand_in in zip(named, stand_ins, strict=True):
+        possessive = re.compile(re.escape(title) + r"['’]s\b", re.IGNORECASE)
+        text = possessive.sub("their" if len(named) == 1 else f"{stand_in}'s", text)
+        text = re.compile(re.escape(title), re.IGNORECASE).sub(stand_in, text)
+    return f"Tell me about {' and '.join(named)}.", text
+
+
+async def follow_ups() -> dict[str, Any]:
+    dataset = load_2wiki(PEER_CORPUS_PASSAGES)
+    pairs = {q.question_id: turns for q in dataset.questions if (turns := two_turns(q)) is not None}
+    asked = [q for q in dataset.questions if q.question_id in pairs]
+    followups = OfflineFollowUps(WordfreqRarity())
+    standalone = {
+        qid: followups.standalone(second, (Message(Role.USER, first), Message(Role.ASSISTANT, "…"))).text
+        for qid, (first, second) in pairs.items()
+    }
+    variants = {
+        "whole": asked,
+        "turn2_as_written": [replace(q, text=pairs[q.question_id][1]) for q in asked],
+        "turn2_standalone": [replace(q, text=standalone[q.question_id]) for q in asked],
+    }
+    directory, _ = await ensure_index(dataset, rebuild=False, reuse_stale=False)
+    figures: dict[str, dict[str, float]] = {}
+    for variant, questions in variants.items():
+        rankings = await agent_rankings(replace(dataset, questions=questions), directory, FOLLOW_UP_AGENTS)
+        for agent, ranked in rankings.items():
+            figures.setdefault(agent, {})[variant] = twowiki_figures(ranked)["perfect@8"]
+    for row in figures.values():
+        row["ratio"] = round(row["turn2_standalone"] / row["whole"], 3) if row["whole"] else float("nan")
+    example = next(iter(pairs.items()))
+    return {
+        "questions": len(asked),
+        "skipped": len(dataset.questions) - len(asked),
+        "default_agent": DEFAULT_AGENT_TYPE,
+        "perfect_at_8": figures,
+        "example": {"turn1": example[1][0], "turn2": example[1][1], "standalone": standalone[example[0]]},
+    }
+
+
 # -- figures --------------------------------------------------------------------------------------------------
 
 
@@ -231,7 +297,10 @@ async def run(quick: bool) -> dict[str, Any]:
             routed_alone, _ = await route_all(alone, single)
     baseline = bm25_router(kbs)
     by_bm25 = [baseline(message) for _, message in messages]
+    log("conversation", "follow-ups: 2wiki questions in two turns")
+    two_turn = await follow_ups()
     return {
+        "follow_ups": two_turn,
         "routing": {
             "messages": len(messages),
             "router": accuracy(messages, routed) | {"latency_ms": spread_ms(seconds)},
@@ -262,6 +331,17 @@ def print_table(results: dict[str, Any]) -> None:
         print(f"  {row['expected']:>8} → {row['routed']:<8} {row['message']}")
 
 
+def print_follow_ups(results: dict[str, Any]) -> None:
+    follow = results["follow_ups"]
+    print(f"\nfollow-ups: {follow['questions']} 2wiki questions in two turns ({follow['skipped']} name no title)")
+    print(f"{'perfect@8':<20}{'whole':>8}{'turn 2':>8}{'standalone':>12}{'ratio':>8}")
+    for agent, row in follow["perfect_at_8"].items():
+        cells = (
+            f"{row['whole']:>8.3f}{row['turn2_as_written']:>8.3f}{row['turn2_standalone']:>12.3f}{row['ratio']:>8.3f}"
+        )
+        print(f"{agent:<20}{cells}")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
@@ -269,6 +349,7 @@ def main() -> None:
     started = datetime.now(UTC)
     results = asyncio.run(run(args.quick))
     print_table(results)
+    print_follow_ups(results)
     save_result(result_path("conversation", args.quick), "conversation", machine(), started, vars(args), results)
 
 
