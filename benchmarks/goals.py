@@ -16,3 +16,5 @@ GOAL_WRITE_P95_MS = {"insert": 2000.0, "delete": 1000.0}
 GOAL_RETRIEVAL_P95_MS = {agent: 150.0 for agent in AGENTS} | {"deep_research_agent": 500.0}
 # scripts/bench.sh's own wall time, full and --quick.
 GOAL_SUITE_MIN = {"full": 30, "quick": 5}
+# Routing over KBs created without keywords, offline (benchmarks/conversation.py): accuracy and latency.
+GOAL_ROUTING_KB, GOAL_ROUTING_SMALL_TALK, GOAL_ROUTING_P95_MS = 0.95, 0.90, 20.0

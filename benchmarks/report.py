@@ -33,6 +33,7 @@ from benchmarks.goals import (
     GOAL_R_AT_5,
     GOAL_RATIO,
     GOAL_RETRIEVAL_P95_MS,
+    GOAL_ROUTING_P95_MS,
     GOAL_STREAMS,
     GOAL_WRITE_P95_MS,
 )
@@ -281,6 +282,45 @@ def retrieval_markdown(latest: J, links: dict[str, str]) -> str:
     return "\n".join([*parts, "", plot_block("retrieval", links, sentence)])
 
 
+def conversation_markdown(latest: J, links: dict[str, str]) -> str:
+    section, parts = latest["conversation"], ["## Routing", ""]
+    ours, bm25, alone = section["router"], section["bm25_router"], section["orchard_alone"]
+    if not section["source"] or (ours["kb_questions"] is None and not ours["per_kb"]):
+        return "\n".join([*parts, f"_{section.get('note') or label(section['source']) + ': no routing figures'}._"])
+    text = "Does a message reach the knowledge base that can answer it? Four KBs created with a description and no "
+    text += "keywords (2wiki passages, LiHua-World chat logs, CMRC passages, the orchard sample): each dataset's dev "
+    text += "questions should reach its KB, small talk and requests no KB covers should stay in general chat. Our "
+    text += "router decides offline, over the KBs' own indexes; BM25 as a router sends a message to the KB whose best "
+    text += f"document scores highest. {label(section['source'])}."
+    kbs = {kb: r["n"] for kb, r in ours["per_kb"].items() if kb != "general"}
+    rows = [
+        [kb, fmt(n, ",.0f"), *(fmt(dig(x, "per_kb", kb, "accuracy"), ".3f") for x in (ours, bm25))]
+        for kb, n in kbs.items()
+    ]
+    asked = {"kb_questions": sum(num(n) or 0 for n in kbs.values()) if kbs else None}
+    asked["small_talk"] = dig(ours, "per_kb", "general", "n")
+    for name, key in (("KB questions", "kb_questions"), ("small talk", "small_talk")):
+        rows.append([f"**{name}**", fmt(asked[key], ",.0f"), fmt(ours[key], ".3f"), fmt(bm25[key], ".3f")])
+    parts += [text, "", table("KB|questions|router|BM25 router", rows), ""]
+    p50, p95, top = (fmt(ours["latency_ms"][f"{q}_ms"], f) for q, f in (("p50", ".1f"), ("p95", ".1f"), ("max", ".0f")))
+    text = f"Routing latency, our router's `route()` per message on the embedded store: p50 {p50} ms, p95 {p95} ms "
+    parts.append(text + f"(goal < {GOAL_ROUTING_P95_MS:.0f} ms; max {top} ms), with 4 KBs, not yet the issue's 10.")
+    text = f"The orchard served alone (the only KB, marked default): accuracy {fmt(alone['kb_questions'], '.3f')} on "
+    text += f"its {fmt(dig(alone, 'per_kb', 'orchard', 'n'), ',.0f')} sample questions and paraphrases, "
+    parts += ["", text + f"{fmt(alone['small_talk'], '.3f')} on the small talk (general chat)."]
+    seen: Counter[str] = Counter()
+
+    def turn(row: J) -> int:  # the first of each expected KB, then the second, ...
+        seen[row["expected"]] += 1
+        return seen[row["expected"]]
+
+    if shown := sorted(section["misrouted"], key=turn)[:6]:
+        recorded = len(section["misrouted"])
+        parts += ["", f"Misrouted by our router (expected → routed), {len(shown)} of the first {recorded} recorded:"]
+        parts += [f"- {r['expected']} → {r['routed']}: {r['message']}" for r in shown]
+    return "\n".join(parts)
+
+
 def serving_markdown(latest: J, links: dict[str, str]) -> str:
     by_store, figures = latest["serving_by_store"], latest["indexing"]["2wiki_by_store"]
     about = latest["indexing"]["2wiki_source"] or {}
@@ -482,8 +522,9 @@ def main() -> None:
             links[name] = Path(os.path.relpath(path, report.parent)).as_posix()
         elif path.exists():
             path.unlink()
-    writers = (header, retrieval_markdown, serving_markdown, streaming_markdown, indexing_markdown, history_markdown)
-    text = "\n\n".join(write(latest, links) for write in (*writers, suite_markdown))
+    writers = [header, retrieval_markdown, conversation_markdown, serving_markdown, streaming_markdown]
+    writers += [indexing_markdown, history_markdown, suite_markdown]
+    text = "\n\n".join(write(latest, links) for write in writers)
     report.write_text(text + "\n", encoding="utf-8")
     counts = Counter(goal["status"] for goal in latest["goals"])
     print(f"wrote {rel(results / 'latest.json')}, {rel(report)} and {len(links)} plots; goals: {dict(counts)}")
