@@ -318,6 +318,15 @@ def conversation_markdown(latest: J, links: dict[str, str]) -> str:
         recorded = len(section["misrouted"])
         parts += ["", f"Misrouted by our router (expected → routed), {len(shown)} of the first {recorded} recorded:"]
         parts += [f"- {r['expected']} → {r['routed']}: {r['message']}" for r in shown]
+    if follow := section["follow_ups"]:
+        text = (
+            f'Follow-ups: {follow.get("questions")} 2wiki dev questions asked in two turns ("Tell me about X.", then '
+        )
+        text += "the question referring to X); perfect@8 of the whole question, of turn 2 as written and of the "
+        text += f"standalone query the router builds from it. Example: _{dig(follow, 'example', 'standalone')}_."
+        figures = ("whole", ".3f"), ("turn2_as_written", ".3f"), ("turn2_standalone", ".3f"), ("ratio", ".3f")
+        rows = [[agent, *cells(row, *figures)] for agent, row in (follow.get("perfect_at_8") or {}).items()]
+        parts += ["", text, "", table("agent|whole|turn 2|standalone|standalone / whole", rows)]
     return "\n".join(parts)
 
 

@@ -20,6 +20,7 @@ from typing import Any
 from benchmarks.goals import (
     AGENTS,
     GOAL_AGUI_US,
+    GOAL_FOLLOW_UP_RATIO,
     GOAL_INDEX_S,
     GOAL_LIHUA_MULTI,
     GOAL_LIHUA_SINGLE,
@@ -388,6 +389,7 @@ def conversation_section(data: Data, about: About) -> J:
     section["misrouted"] = misrouted(dig(results, "routing", "misrouted"))
     alone = dig(results, "orchard_alone")
     section["orchard_alone"] = accuracy(alone) | {"misrouted": misrouted(dig(alone, "misrouted"))}
+    section["follow_ups"] = dig(results, "follow_ups") or {}  # per agent: perfect@8 whole, turn 2, standalone
     return section | {"source": about["conversation"]} | note(about, "conversation")
 
 
@@ -551,6 +553,13 @@ def routing_goals(latest: J) -> list[J]:
     measured = f"{fmt(served, '.3f')} over {n} questions; small talk {fmt(alone['small_talk'], '.3f')}"
     alone_note = why or "the only KB, marked default, as scripts/run.sh serves it"
     goals.append(goal(text, measured, served, None if served is None else served == 1.0, about, alone_note))
+    follow = section["follow_ups"]
+    agents = ("graph_agent", follow.get("default_agent", "hybrid_agent"))
+    ratios = {a: num(dig(follow, "perfect_at_8", a, "ratio")) for a in agents}
+    worst = min((r for r in ratios.values() if r is not None), default=None)
+    text = f"follow-ups: turn-2 perfect@8 ≥ {GOAL_FOLLOW_UP_RATIO} × the whole question's ({', '.join(agents)})"
+    measured = ", ".join(f"{a} {fmt(r, '.3f')}" for a, r in ratios.items())
+    goals.append(goal(text, measured, worst, None if worst is None else worst >= GOAL_FOLLOW_UP_RATIO, about, why))
     p50, p95 = (ours["latency_ms"][f"p{q}_ms"] for q in (50, 95))
     ok = None if p95 is None else p95 < GOAL_ROUTING_P95_MS
     measured = f"{fmt(p95, '.1f')} ms (p50 {fmt(p50, '.1f')} ms)"
