@@ -24,8 +24,10 @@ class RequestedRoute:
     """The caller's wishes after validation: a known KB, general chat or neither, and a supported agent type."""
 
     kb_prefix: str | None  # as asked (`general` for general chat): kept with the message, a retry asks the same
-    agent_type: str | None
+    agent_type: str | None  # the first of `agent_types` when several were asked for
     kb: KnowledgeBase | None = None  # the asked KB as the catalog holds it
+    agent_types: tuple[str, ...] = ()  # a plan of several agents, run concurrently and fused
+    pinned: bool = False  # a worker_name named the KB and agent: no routing policy changes them
 
     @property
     def general(self) -> bool:
@@ -58,6 +60,12 @@ class RouteDecision:
     reason: str
     worker: Worker | None  # None: general chat, no retrieval
     query: str = ""  # the standalone query routing used and retrieval searches for ("": the message as written)
+    also: tuple[Worker, ...] = ()  # further workers of a requested plan, run beside `worker`
+
+    @property
+    def workers(self) -> tuple[Worker, ...]:
+        """Every worker of the turn's plan, the first one first (none for general chat)."""
+        return () if self.worker is None else (self.worker, *self.also)
 
     @property
     def is_general(self) -> bool:
@@ -69,5 +77,5 @@ class RouteDecision:
 
     def to_dict(self) -> dict[str, Any]:
         """The wire shape: every field, the worker as its name."""
-        shown = {field.name: getattr(self, field.name) for field in fields(self) if field.name != "worker"}
-        return shown | {"worker_name": self.worker_name}
+        shown = {f.name: getattr(self, f.name) for f in fields(self) if f.name not in ("worker", "also")}
+        return shown | {"worker_name": self.worker_name, "worker_names": [worker.name for worker in self.workers]}

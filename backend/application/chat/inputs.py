@@ -19,6 +19,8 @@ class ChatInput:
     # `{kb}:{agent}:retrieve_only`; when given it is authoritative over kb_prefix and agent_type,
     # and "" explicitly asks for general chat.
     worker_name: str | None = None
+    # Several agents for one turn: run concurrently, their results fused (instead of agent_type).
+    agent_types: tuple[str, ...] | None = None
     # Earlier turns (oldest first, user and assistant only) supplied by the caller. When given they are
     # what the model sees instead of the stored conversation: stateless callers (the OpenAI facade)
     # carry the conversation in each request. The turn itself is still stored as usual.

@@ -27,6 +27,9 @@ from backend.domain.worker import parse_worker_name
 _HISTORY_ROLES = frozenset({Role.USER, Role.ASSISTANT})
 
 
+MAX_PLAN = 5  # agents one turn may ask for (agent_types)
+
+
 @dataclass(frozen=True, slots=True)
 class TurnLimits:
     max_message_chars: int = 8000
@@ -92,9 +95,23 @@ class TurnService:
             kb = await self._catalog.get(kb_prefix)
             if kb is None:
                 raise UnknownKnowledgeBase(f"unknown knowledge base {kb_prefix!r}")
+        agent_types = self._plan(chat_input, agent_type)
+        for each in agent_types or ((agent_type,) if agent_type else ()):
+            require_available(each, self._supported)
+        pinned = chat_input.worker_name is not None and kb is not None
+        first = agent_types[0] if agent_types else agent_type or None
+        return RequestedRoute(kb_prefix or None, first, kb, agent_types, pinned)
+
+    @staticmethod
+    def _plan(chat_input: ChatInput, agent_type: str | None) -> tuple[str, ...]:
+        """The requested agent types when several were asked for (`agent_types`), in order, without repeats."""
+        if not chat_input.agent_types:
+            return ()
         if agent_type:
-            require_available(agent_type, self._supported)
-        return RequestedRoute(kb_prefix or None, agent_type or None, kb)
+            raise InvalidRequest("ask for agent_type (or a worker_name) or for agent_types, not both")
+        if len(chat_input.agent_types) > MAX_PLAN:
+            raise InvalidRequest(f"agent_types may name at most {MAX_PLAN} agents")
+        return tuple(dict.fromkeys(chat_input.agent_types))
 
     @staticmethod
     def _requested(chat_input: ChatInput) -> tuple[str | None, str | None]:
@@ -158,8 +175,8 @@ def validate_session_id(session_id: str) -> None:
 
 
 def plan_for(decision: RouteDecision) -> tuple[RagRunSpec, ...]:
-    """One retrieval for a KB route; none (general chat) when the router chose no worker."""
-    return () if decision.worker is None else (RagRunSpec(decision.worker),)
+    """One retrieval per worker of a KB route; none (general chat) when the router chose no worker."""
+    return tuple(RagRunSpec(worker) for worker in decision.workers)
 
 
 def generation_request(turn: PreparedTurn, decision: RouteDecision) -> GenerationRequest:
@@ -177,7 +194,10 @@ def _requested_record(requested: RequestedRoute) -> dict[str, Any] | None:
     """What the caller asked for besides the message, kept with it: a retry must ask for the same."""
     if requested.kb_prefix is None and requested.agent_type is None:
         return None
-    return {"requested": {"kb_prefix": requested.kb_prefix, "agent_type": requested.agent_type}}
+    asked: dict[str, Any] = {"kb_prefix": requested.kb_prefix, "agent_type": requested.agent_type}
+    if requested.agent_types:
+        asked["agent_types"] = list(requested.agent_types)
+    return {"requested": asked}
 
 
 def _same_request(stored: StoredMessage, asked: NewMessage) -> bool:

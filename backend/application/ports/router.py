@@ -46,6 +46,7 @@ class RoutePolicy(Protocol):
         """The prefix of the KB that serves the turn, or `GENERAL_KB`."""
         ...
 
-    def select_worker(self, requested: RequestedRoute, kb: KnowledgeBase | None) -> Worker | None:
-        """The worker for the chosen KB; None for general chat. Raises the 4xx-type error of an unavailable agent."""
+    def select_workers(self, requested: RequestedRoute, kb: KnowledgeBase | None) -> tuple[Worker, ...]:
+        """The plan's workers for the chosen KB, none for general chat. Raises the 4xx-type error of an unavailable
+        agent."""
         ...

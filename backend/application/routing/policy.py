@@ -31,7 +31,7 @@ class RoutingPolicy:
 
     def may_reroute(self, requested: RequestedRoute) -> bool:
         """Whether a guess can change where the turn goes (else the request decides it)."""
-        if not self._settings.auto_route or requested.general:
+        if not self._settings.auto_route or requested.general or requested.pinned:
             return False
         return requested.kb is None or self._settings.allow_override
 
@@ -47,10 +47,12 @@ class RoutingPolicy:
             return guess.kb_prefix
         return asked or GENERAL_KB
 
-    def select_worker(self, requested: RequestedRoute, kb: KnowledgeBase | None) -> Worker | None:
-        """The worker for the chosen KB (None for general chat): the requested agent type, else the KB's default."""
+    def select_workers(self, requested: RequestedRoute, kb: KnowledgeBase | None) -> tuple[Worker, ...]:
+        """The workers for the chosen KB (none for general chat): the requested agent types, else the KB's
+        default."""
         if kb is None:
-            return None
-        agent_type = requested.agent_type or kb.default_agent or DEFAULT_AGENT_TYPE
-        require_available(agent_type, self._available)
-        return Worker(kb, agent_type)
+            return ()
+        agent_types = requested.agent_types or (requested.agent_type or kb.default_agent or DEFAULT_AGENT_TYPE,)
+        for agent_type in agent_types:
+            require_available(agent_type, self._available)
+        return tuple(Worker(kb, agent_type) for agent_type in agent_types)

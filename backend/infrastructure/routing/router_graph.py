@@ -50,7 +50,7 @@ class RouteState(TypedDict, total=False):
     queries: list[StandaloneQuery]  # intent_detect: what routing and retrieval search for
     guesses: list[IntentGuess]  # intent_detect
     kb_prefixes: list[str]  # apply_override_policy
-    workers: list[Worker | None]  # worker_select
+    workers: list[tuple[Worker, ...]]  # worker_select: each message's plan
 
 
 class RouterGraph:
@@ -108,10 +108,11 @@ class RouterGraph:
                 confidence=guess.confidence,
                 method=guess.method.value,
                 reason=guess.reason,
-                worker=worker,
+                worker=workers[0] if workers else None,
                 query=query.text,
+                also=workers[1:],
             )
-            for request, query, guess, kb_prefix, worker in zip(
+            for request, query, guess, kb_prefix, workers in zip(
                 requests, final["queries"], final["guesses"], final["kb_prefixes"], final["workers"], strict=True
             )
         ]
@@ -185,13 +186,15 @@ class RouterGraph:
                 kb = asked if asked is not None and asked.kb_prefix == kb_prefix else known.get(kb_prefix)
                 if kb is None:  # removed from the catalog since the turn was validated
                     raise UnknownKnowledgeBase(f"unknown knowledge base {kb_prefix!r}")
-            workers.append(self._policy.select_worker(request.requested, kb))
+            workers.append(self._policy.select_workers(request.requested, kb))
         return {"workers": workers}
 
 
 def _why_requested(requested: RequestedRoute) -> str:
     if requested.general:
         return "the request asks for general chat"
+    if requested.pinned and requested.kb is not None and requested.agent_type:
+        return f"the request names the worker {requested.kb.kb_prefix}:{requested.agent_type}"
     if requested.kb is not None:
         return f"the request names {requested.kb.kb_prefix}"
     return "automatic routing is off"

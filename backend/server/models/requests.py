@@ -20,6 +20,9 @@ class ChatRequest(_Body):
     kb_prefix: str | None = Field(None, max_length=64)
     agent_type: str | None = Field(None, max_length=64)
     worker_name: str | None = Field(None, max_length=200, description="{kb}:{agent_type}:retrieve_only")
+    agent_types: list[str] | None = Field(
+        None, max_length=5, description="several agents for one turn, run concurrently and fused (not with agent_type)"
+    )
     debug: bool | DebugLevel = Field(
         False, description="true: the server's DEBUG_LEVEL; or a level: off, basic, standard, full"
     )
@@ -29,7 +32,8 @@ class ChatRequest(_Body):
         return DebugLevel.requested(self.debug, default)
 
     def to_input(self) -> ChatInput:
-        return ChatInput(**self.model_dump(include={"session_id", "message", "kb_prefix", "agent_type", "worker_name"}))
+        asked = self.model_dump(include={"session_id", "message", "kb_prefix", "agent_type", "worker_name"})
+        return ChatInput(**asked, agent_types=tuple(self.agent_types) if self.agent_types is not None else None)
 
 
 class ClearRequest(_Body):

@@ -32,6 +32,7 @@ class RouteOut(BaseModel):
     method: str
     reason: str
     worker_name: str
+    worker_names: list[str]  # every worker of the plan: one, or several when `agent_types` asked for them
     query: str  # what routing and retrieval searched for: the message, or a follow-up made to stand alone
 
     @classmethod
