@@ -61,6 +61,7 @@ class RouteDecision:
     worker: Worker | None  # None: general chat, no retrieval
     query: str = ""  # the standalone query routing used and retrieval searches for ("": the message as written)
     also: tuple[Worker, ...] = ()  # further workers of a requested plan, run beside `worker`
+    agent_reason: str = ""  # why this agent: the request's, or the question's shape
 
     @property
     def workers(self) -> tuple[Worker, ...]:

@@ -92,13 +92,20 @@ async def test_keyword_match_routes_to_the_kb_with_its_default_agent() -> None:
     assert "exam" in decision.reason
 
 
-async def test_requested_agent_type_is_used_and_default_is_hybrid() -> None:
+async def test_requested_agent_type_is_used_else_the_question_chooses() -> None:
     chosen = await router().route(
         message="which director made it", session_id="s", requested=asked("movie", "graph_agent")
     )
-    assert chosen.worker_name == "movie:graph_agent:retrieve_only"
-    default = await router().route(message="which director made it", session_id="s", requested=asked("movie", None))
-    assert default.worker_name == "movie:hybrid_agent:retrieve_only"
+    assert (chosen.worker_name, chosen.agent_reason) == ("movie:graph_agent:retrieve_only", "the request names it")
+    by_shape = {
+        "which director made it": "naive_rag_agent",  # a look-up
+        "Where was the director of film Blood Street born?": "graph_agent",  # a relation of a named thing
+        "an overview of the films, please": "hybrid_agent",  # no shape: the KB's default
+    }
+    for message, agent in by_shape.items():
+        decision = await router().route(message=message, session_id="s", requested=asked("movie", None))
+        assert decision.worker is not None and decision.worker.agent_type == agent, (message, decision)
+        assert decision.agent_reason, decision
 
 
 async def test_no_match_and_no_request_is_general_chat() -> None:
@@ -174,7 +181,7 @@ async def test_model_is_asked_only_when_the_heuristic_is_unsure() -> None:
     )
     assert model.calls == 1
     assert (unsure.method, unsure.kb_prefix, unsure.confidence) == ("llm", "movie", 0.9)
-    assert unsure.worker_name == "movie:hybrid_agent:retrieve_only"
+    assert unsure.worker_name == "movie:naive_rag_agent:retrieve_only"  # a look-up
 
 
 async def test_model_timeout_gives_method_timeout_with_zero_confidence() -> None:

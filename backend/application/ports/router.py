@@ -46,7 +46,9 @@ class RoutePolicy(Protocol):
         """The prefix of the KB that serves the turn, or `GENERAL_KB`."""
         ...
 
-    def select_workers(self, requested: RequestedRoute, kb: KnowledgeBase | None) -> tuple[Worker, ...]:
-        """The plan's workers for the chosen KB, none for general chat. Raises the 4xx-type error of an unavailable
-        agent."""
+    def select_workers(
+        self, requested: RequestedRoute, kb: KnowledgeBase | None, question: str
+    ) -> tuple[tuple[Worker, ...], str]:
+        """The plan's workers for the chosen KB (none for general chat) and why those agents. Raises the 4xx-type
+        error of an unavailable agent."""
         ...

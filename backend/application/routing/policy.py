@@ -9,7 +9,8 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from backend.domain.agent_types import DEFAULT_AGENT_TYPE, require_available
+from backend.application.routing.agent_choice import choose_agent
+from backend.domain.agent_types import require_available
 from backend.domain.knowledge_base import GENERAL_KB, KnowledgeBase
 from backend.domain.routing import IntentGuess, RequestedRoute
 from backend.domain.worker import Worker
@@ -47,12 +48,18 @@ class RoutingPolicy:
             return guess.kb_prefix
         return asked or GENERAL_KB
 
-    def select_workers(self, requested: RequestedRoute, kb: KnowledgeBase | None) -> tuple[Worker, ...]:
-        """The workers for the chosen KB (none for general chat): the requested agent types, else the KB's
-        default."""
+    def select_workers(
+        self, requested: RequestedRoute, kb: KnowledgeBase | None, question: str
+    ) -> tuple[tuple[Worker, ...], str]:
+        """The workers for the chosen KB (none for general chat): the requested agent types, else the agent for
+        the question's shape (`agent_choice.py`), and why."""
         if kb is None:
-            return ()
-        agent_types = requested.agent_types or (requested.agent_type or kb.default_agent or DEFAULT_AGENT_TYPE,)
+            return (), ""
+        if requested.agent_types or requested.agent_type:
+            agent_types, why = requested.agent_types or (str(requested.agent_type),), "the request names it"
+        else:
+            choice = choose_agent(question, kb, self._available)
+            agent_types, why = (choice.agent_type,), f"{choice.shape.value}: {choice.reason}"
         for agent_type in agent_types:
             require_available(agent_type, self._available)
-        return tuple(Worker(kb, agent_type) for agent_type in agent_types)
+        return tuple(Worker(kb, agent_type) for agent_type in agent_types), why

@@ -50,7 +50,7 @@ class RouteState(TypedDict, total=False):
     queries: list[StandaloneQuery]  # intent_detect: what routing and retrieval search for
     guesses: list[IntentGuess]  # intent_detect
     kb_prefixes: list[str]  # apply_override_policy
-    workers: list[tuple[Worker, ...]]  # worker_select: each message's plan
+    workers: list[tuple[tuple[Worker, ...], str]]  # worker_select: each message's plan, and why those agents
 
 
 class RouterGraph:
@@ -111,8 +111,9 @@ class RouterGraph:
                 worker=workers[0] if workers else None,
                 query=query.text,
                 also=workers[1:],
+                agent_reason=agent_reason,
             )
-            for request, query, guess, kb_prefix, workers in zip(
+            for request, query, guess, kb_prefix, (workers, agent_reason) in zip(
                 requests, final["queries"], final["guesses"], final["kb_prefixes"], final["workers"], strict=True
             )
         ]
@@ -179,14 +180,14 @@ class RouterGraph:
     async def _worker_select(self, state: RouteState) -> RouteState:
         known = state["knowledge_bases"]
         workers = []
-        for request, kb_prefix in zip(state["requests"], state["kb_prefixes"], strict=True):
+        for request, query, kb_prefix in zip(state["requests"], state["queries"], state["kb_prefixes"], strict=True):
             kb = None
             if kb_prefix != GENERAL_KB:
                 asked = request.requested.kb
                 kb = asked if asked is not None and asked.kb_prefix == kb_prefix else known.get(kb_prefix)
                 if kb is None:  # removed from the catalog since the turn was validated
                     raise UnknownKnowledgeBase(f"unknown knowledge base {kb_prefix!r}")
-            workers.append(self._policy.select_workers(request.requested, kb))
+            workers.append(self._policy.select_workers(request.requested, kb, query.text))
         return {"workers": workers}
 
 

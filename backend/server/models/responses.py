@@ -34,6 +34,7 @@ class RouteOut(BaseModel):
     worker_name: str
     worker_names: list[str]  # every worker of the plan: one, or several when `agent_types` asked for them
     query: str  # what routing and retrieval searched for: the message, or a follow-up made to stand alone
+    agent_reason: str  # why this agent: the request named it, or the question's shape chose it
 
     @classmethod
     def of(cls, decision: RouteDecision) -> RouteOut:
