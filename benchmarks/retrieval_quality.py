@@ -24,6 +24,8 @@ embedder, RAG_TOP_K, model=None))`) and asked one question at a time; their late
 fusion_agent fuses the traces its four members just produced for the question (the same FusionAgent code,
 without running each member twice); its latency is theirs summed plus the fusion's, an upper bound (the
 service's fusion_agent shares its members' identical reads; graph_indexing measures that one).
+`router_choice` is the product's default when a request names no agent: per question, the ranking of the agent
+the router picks for its shape (`application/routing/agent_choice.py`), with how many questions went to each.
 BM25 is `bm25s` (Okapi, k1 1.5, b 0.75) over the documents: English words without stopwords, or jieba
 words for Chinese; 2wiki and LiHua index title and text, CMRC the passage text (as its published baseline).
 
@@ -45,6 +47,7 @@ import json
 import multiprocessing
 import shutil
 import time
+from collections import Counter
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor, as_completed
 from dataclasses import dataclass
@@ -54,8 +57,10 @@ from typing import Any
 import bm25s  # type: ignore[import-untyped]
 import jieba  # type: ignore[import-untyped]
 
+from backend.application.routing.agent_choice import choose_agent
 from backend.bootstrap import open_knowledge_service
 from backend.domain import ids
+from backend.domain.agent_types import KNOWN_AGENT_TYPES
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.agents import FusionAgent
 from backend.graphrag_agent.ports import AgentTrace
@@ -383,6 +388,7 @@ async def evaluate(name: str, args: argparse.Namespace) -> dict[str, Any]:
     rankings = await agent_rankings(dataset, directory, args.agents)
     rankings["bm25"] = bm25_rankings(dataset)
     figures = FIGURES[name]
+    chosen, choices = router_choice(dataset, rankings)
     result: dict[str, Any] = {
         "documents": len(dataset.documents),
         "questions": len(dataset.questions),
@@ -390,6 +396,8 @@ async def evaluate(name: str, args: argparse.Namespace) -> dict[str, Any]:
         "agents": {agent: figures(ranked) for agent, ranked in rankings.items()},
         "latency": {agent: spread_ms([r.seconds for r in ranked]) for agent, ranked in rankings.items()},
     }
+    if chosen:
+        result["router_choice"] = figures(chosen) | {"agents": choices}
     if name == "2wiki_dev":
         result["peers"] = peers_2wiki(dataset)
     if name == "2wiki_full":
@@ -397,6 +405,16 @@ async def evaluate(name: str, args: argparse.Namespace) -> dict[str, Any]:
     if name in args.misses:
         result["misses"] = {agent: misses(ranked) for agent, ranked in rankings.items()}
     return result
+
+
+def router_choice(dataset: Dataset, rankings: dict[str, list[Ranking]]) -> tuple[list[Ranking], dict[str, int]]:
+    """The product's default: per question, the ranking of the agent the router chooses when the request names
+    none (`application/routing/agent_choice.py`); empty when that agent was not run."""
+    kb = KnowledgeBase(KB, f"{dataset.name} evaluation", language=dataset.language)
+    picked = [choose_agent(q.text, kb, KNOWN_AGENT_TYPES).agent_type for q in dataset.questions]
+    if any(agent not in rankings for agent in picked):
+        return [], {}
+    return [rankings[agent][n] for n, agent in enumerate(picked)], dict(Counter(picked))
 
 
 def evaluate_in_process(name: str, args: argparse.Namespace) -> dict[str, Any]:
