@@ -112,7 +112,7 @@ def test_chat_in_the_browser_streams_cites_routes_keeps_history_and_clears(
     assert "History of Wrenfield Orchard" in {citation["title"] for citation in answer["citations"]}
     assert answer["route"].startswith("Route: knowledge base orchard")
     assert "worker orchard:naive_rag_agent:retrieve_only" in answer["route"]
-    assert "requested orchard; router: orchard (heuristic" in answer["route"]
+    assert "chosen by the request: the request names orchard" in answer["route"]
     assert answer["route"].endswith("answer: llm")
     assert_png(screenshot)
 

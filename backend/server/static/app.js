@@ -191,12 +191,16 @@ function describeRoute(route, generationMode) {
     parts.push("general chat (no retrieval)");
   } else {
     const agent = route.worker_name.split(":")[1] || "";
-    parts.push(`knowledge base ${route.kb_prefix}`, `agent ${agent}`, `worker ${route.worker_name}`);
+    const why = route.agent_reason ? ` (${route.agent_reason})` : "";
+    parts.push(`knowledge base ${route.kb_prefix}`, `agent ${agent}${why}`, `worker ${route.worker_name}`);
   }
-  const confidence = Number(route.confidence).toFixed(2);
-  const routed = `${route.routed_kb_prefix || "no knowledge base"} (${route.method}, confidence ${confidence})`;
-  const requested = route.requested_kb_prefix ? `requested ${route.requested_kb_prefix}; ` : "";
-  parts.push(`${requested}router: ${routed}`);
+  if (route.method === "requested") {
+    parts.push(`chosen by the request: ${route.reason}`);
+  } else {
+    const confidence = Number(route.confidence).toFixed(2);
+    const routed = `${route.routed_kb_prefix || "no knowledge base"} (${route.method}, confidence ${confidence})`;
+    parts.push(`router: ${routed}: ${route.reason}`);
+  }
   if (generationMode) parts.push(`answer: ${generationMode}`);
   return `Route: ${parts.join(" · ")}`;
 }
