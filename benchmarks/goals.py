@@ -18,4 +18,5 @@ GOAL_RETRIEVAL_P95_MS = {agent: 150.0 for agent in AGENTS} | {"deep_research_age
 GOAL_SUITE_MIN = {"full": 30, "quick": 5}
 # Routing over KBs created without keywords, offline (benchmarks/conversation.py): accuracy and latency.
 GOAL_ROUTING_KB, GOAL_ROUTING_SMALL_TALK, GOAL_ROUTING_P95_MS = 0.95, 0.90, 20.0
+GOAL_CHOICE_GAP = 0.01  # the router's default choice against the best single agent, per dev set
 GOAL_FOLLOW_UP_RATIO = 0.9  # a follow-up's perfect@8 against the whole question's

@@ -20,6 +20,7 @@ from typing import Any
 from benchmarks.goals import (
     AGENTS,
     GOAL_AGUI_US,
+    GOAL_CHOICE_GAP,
     GOAL_FOLLOW_UP_RATIO,
     GOAL_INDEX_S,
     GOAL_LIHUA_MULTI,
@@ -44,6 +45,13 @@ Data = dict[str, J]  # per source: its JSON document, {} when none was read
 About = dict[str, J | None]  # per source: its file, mode, scope, date and machine; None when none was read
 
 BASELINE, WIKI_PASSAGES, OURS_MODES = "bm25", 6119, ("offline", "llm_0ms", "llm_200ms")
+CHOICE, FUSION = "router_choice", "fusion_agent"  # the router's per-question pick; the fused agent
+CHOICE_FIGURES = (
+    ("2wiki_dev", "perfect@8"),
+    ("lihua_dev", "multi_all@5"),
+    ("lihua_dev", "single_all@5"),
+    ("cmrc_dev", "R@1"),
+)
 PEERS = ("nano_graphrag", "lightrag")
 PEER_CORPUS_NOTE = "recorded upstream on about the first 425 passages (fast-graphrag's benchmark), not on ours"
 HIPPORAG_NOTE = "from the HippoRAG papers, on 1,000 questions of the same 6,119-passage corpus (not these 51)"
@@ -249,6 +257,8 @@ def retrieval_section(data: Data, about: About) -> J:
             names = dict.fromkeys([*AGENTS, *(result.get("agents") or {}), BASELINE])
             latency = {n: {f"p{q}_ms": num(dig(result, "latency", n, f"p{q}_ms")) for q in (50, 95)} for n in names}
             rows = {n: {f: num(dig(result, "agents", n, f)) for f in figures} | latency[n] for n in names}
+            if isinstance(choice := result.get(CHOICE), dict):  # per question, the agent the router picks
+                rows[CHOICE] = {f: num(choice.get(f)) for f in figures} | {"agents": choice.get("agents")}
             info = {"source": about[name], **{k: result.get(k) for k in ("documents", "questions", "index")}}
             if (result.get("datasets_at_a_time") or 1) > 1:  # retrieval_quality --jobs: latency under shared load
                 info["note"] = f"Latencies with {result['datasets_at_a_time']} datasets evaluated at a time"
@@ -423,7 +433,7 @@ def best(rows: J, score: str | Callable[[J], float | None]) -> tuple[str, J]:
     """The agent (not BM25) whose row scores highest by `score` (a function, or a figure of the row), among those
     with a score; ("", {}) for none."""
     rank = score if callable(score) else lambda row: num(row.get(score))
-    scores = {agent: s for agent, row in rows.items() if agent != BASELINE and (s := rank(row)) is not None}
+    scores = {a: s for a, row in rows.items() if a not in (BASELINE, CHOICE) and (s := rank(row)) is not None}
     agent = max(scores, key=scores.__getitem__, default="")
     return agent, rows[agent] if agent in scores else {}
 
@@ -469,6 +479,31 @@ def retrieval_goals(latest: J) -> list[J]:
     note = f"{passing} of {len(rows) - 1} agents at or above BM25 on both" if agent else ""
     ok = at_least_bm25(row) if agent else None
     return [*goals, goal(text, measured, num(row.get("R@1")), ok, about["cmrc_dev"], note)]
+
+
+def choice_goals(latest: J) -> list[J]:
+    """The router's default choice against the best single agent, and fusion against its best member."""
+    retrieval, judged = latest["retrieval"], {CHOICE: [], FUSION: []}
+    for key, figure in CHOICE_FIGURES:
+        rows = retrieval[key]
+        found = {a: num(r.get(figure)) for a, r in rows.items() if a not in (BASELINE, *judged)}
+        singles = {a: v for a, v in found.items() if v is not None}
+        if not singles:
+            continue
+        top = max(singles, key=singles.__getitem__)
+        for name, slack in ((CHOICE, GOAL_CHOICE_GAP), (FUSION, 0.0)):
+            value = num(dig(rows, name, figure))
+            text = f"{key} {figure} {fmt(value, '.3f')} (best {top} {singles[top]:.3f})"
+            judged[name].append((text, value is not None and value >= singles[top] - slack))
+    texts = {
+        CHOICE: f"the router's default choice within {GOAL_CHOICE_GAP} of the best single agent on every dev set",
+        FUSION: "fusion_agent at or above its best member on every dev set",
+    }
+    about = retrieval["datasets"]["cmrc_dev"]["source"]
+    return [
+        goal(texts[name], "; ".join(t for t, _ in rows), None, all(ok for _, ok in rows) if rows else None, about)
+        for name, rows in judged.items()
+    ]
 
 
 def streaming_goals(latest: J) -> list[J]:
@@ -596,7 +631,7 @@ def assemble(results: Path, data: Data, about: About, notes: list[str], now: dat
     latest |= {"streaming": streaming_section(data, about), "concurrency": concurrency_section(data, about)}
     latest |= {"indexing": indexing_section(data, about), "history": history_section(data, about)}
     latest |= {"conversation": conversation_section(data, about), "suite": suite_section(data, about)}
-    areas = (retrieval_goals, routing_goals, streaming_goals, graph_goals, suite_goals)
+    areas = (retrieval_goals, choice_goals, routing_goals, streaming_goals, graph_goals, suite_goals)
     latest["goals"] = [found for goals in areas for found in goals(latest)]
     cleaned: J = clean(latest)
     return cleaned
