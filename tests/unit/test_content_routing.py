@@ -8,6 +8,7 @@ from backend.application.routing.policy import RoutingPolicy, RoutingSettings
 from backend.domain.agent_types import KNOWN_AGENT_TYPES
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.routing import RequestedRoute, RouteMethod
+from backend.graphrag_agent.ports import ChunkHit
 from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.routing.background import WordfreqRarity
 from backend.infrastructure.routing.content import ContentRouter, asks_to_produce, is_small_talk
@@ -158,3 +159,25 @@ async def test_probes_every_kb_once_and_only_the_catalogs(graph: MemoryGraph) ->
 
 def _none() -> RequestedRoute:
     return RequestedRoute(None, None)
+
+
+class _DownFor(MemoryGraph):
+    """A MemoryGraph whose fulltext search fails for one KB, as a store that went down."""
+
+    def __init__(self, graph: MemoryGraph, down: str) -> None:
+        self.__dict__.update(graph.__dict__)
+        self._down = down
+
+    async def search_chunks_fulltext(self, kb: str, query: str, limit: int) -> list[ChunkHit]:
+        if kb == self._down:
+            raise ConnectionError("store unavailable")
+        return await super().search_chunks_fulltext(kb, query, limit)
+
+
+async def test_a_kb_whose_index_fails_holds_nothing_and_routing_goes_on(graph: MemoryGraph) -> None:
+    """A store that is down must not fail general chat: its KB simply finds no evidence."""
+    router = ContentRouter(_DownFor(graph, "orchard"), WordfreqRarity())
+    assert (await router.guess("How are you doing today, my friend?", KBS)).confidence < 0.75
+    assert (await router.guess("How strong is Old Tobias?", KBS)).kb_prefix != "orchard"
+    chats = await router.guess("When is the hot pot dinner with Wolfgang?", KBS)
+    assert chats.kb_prefix == "chats" and chats.confidence >= 0.75

@@ -16,6 +16,7 @@ KB holds.
 from __future__ import annotations
 
 import asyncio
+import logging
 import re
 import unicodedata
 from collections.abc import Callable, Iterable, Sequence
@@ -46,6 +47,7 @@ _MIN_COVERAGE = 0.4  # share of the message's weight found in one KB
 _REQUEST_EVIDENCE = 6.0  # a request to produce text goes to a KB only when it names what the KB holds
 _SHOWN_TERMS = 4
 _MIN_PART = 3  # the shortest part of a compound word looked for on its own
+_PROBE_TIMEOUT_S = 2.0  # a KB's index that does not answer by then holds nothing for this message
 
 # Requests to produce or transform text, at the start of a message (after a polite opening).
 _POLITE = (
@@ -104,6 +106,7 @@ _PHATIC_CJK = re.compile(
 _PUNCTUATION = re.compile(r"[\W_]+")
 
 _stemmer = snowballstemmer.stemmer("english")
+logger = logging.getLogger(__name__)
 _CAMEL_CASE = re.compile(r"\b[A-Za-z]*[a-z][A-Z][A-Za-z]*\b")
 _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z])(?=[A-Z])")
 _ACCENTS = re.compile(r"[\u0300-\u036f]")  # combining marks, once a text is decomposed (NFKD)
@@ -241,15 +244,20 @@ class ContentRouter:
         return ()
 
     async def _probe(self, knowledge_bases: Sequence[KnowledgeBase], terms: Sequence[str]) -> dict[str, list[str]]:
-        """Each KB's best passages for the terms (and the parts of compounds): their titles and texts."""
+        """Each KB's best passages for the terms (and the parts of compounds): their titles and texts. A KB whose
+        index cannot be read in time holds nothing for routing (logged): general chat must not fail with it."""
         query = " ".join([*terms, *(part for term in terms for part in self._compound_parts(term))])
-        found = await asyncio.gather(
-            *(self._index.search_chunks_fulltext(kb.kb_prefix, query, _PROBE_CHUNKS) for kb in knowledge_bases)
-        )
-        return {
-            kb.kb_prefix: [f"{hit.title}\n{hit.text}" for hit in hits]
-            for kb, hits in zip(knowledge_bases, found, strict=True)
-        }
+        found = await asyncio.gather(*(self._search(kb.kb_prefix, query) for kb in knowledge_bases))
+        return {kb.kb_prefix: texts for kb, texts in zip(knowledge_bases, found, strict=True)}
+
+    async def _search(self, kb_prefix: str, query: str) -> list[str]:
+        try:
+            async with asyncio.timeout(_PROBE_TIMEOUT_S):
+                hits = await self._index.search_chunks_fulltext(kb_prefix, query, _PROBE_CHUNKS)
+        except Exception as error:  # a store down or slow: routing goes on without this KB's evidence
+            logger.warning("routing could not search %s: %s", kb_prefix, type(error).__name__)
+            return []
+        return [f"{hit.title}\n{hit.text}" for hit in hits]
 
     def _best(
         self,
