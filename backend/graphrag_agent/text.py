@@ -299,11 +299,12 @@ def overlap_score(query_terms: Iterable[str], text: str, term_sets: TermSets = i
         return 0.0
     words = term_sets(text)
     lowered = text.lower()
-    found = sum(_cjk_presence(term, lowered) if is_cjk(term) else float(term in words) for term in wanted)
+    found = sum(cjk_presence(term, lowered) if is_cjk(term) else float(term in words) for term in wanted)
     return found / len(wanted)
 
 
-def _cjk_presence(term: str, text: str) -> float:
+def cjk_presence(term: str, text: str) -> float:
+    """1 when the CJK term occurs in `text`, else the share of its character bigrams that do."""
     if term in text:
         return 1.0
     pieces = _bigrams(term) or [term]

@@ -19,7 +19,7 @@ import asyncio
 import logging
 import re
 import unicodedata
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from functools import lru_cache
 from typing import Protocol
@@ -29,7 +29,7 @@ import snowballstemmer  # type: ignore[import-untyped]
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.routing import IntentGuess, RouteMethod
 from backend.graphrag_agent.ports import ChunkIndex
-from backend.graphrag_agent.text import fulltext_query_terms, is_cjk
+from backend.graphrag_agent.text import cjk_presence, fulltext_query_terms, is_cjk
 
 # The confidence of a guess that just meets both bars below: the default `KB_AUTO_ROUTE_MIN_CONFIDENCE`, so
 # raising that setting asks for proportionally more evidence and coverage.
@@ -112,6 +112,9 @@ _CAMEL_BOUNDARY = re.compile(r"(?<=[a-z])(?=[A-Z])")
 _ACCENTS = re.compile(r"[\u0300-\u036f]")  # combining marks, once a text is decomposed (NFKD)
 
 
+Compounds = Mapping[str, tuple[str, ...]]  # a message's rare compound words and their two everyday parts
+
+
 class TermRarity(Protocol):
     """How much a word says about what a message is about, from its frequency in general text."""
 
@@ -168,8 +171,8 @@ def _word_start(term: str) -> re.Pattern[str]:
 class _Passages:
     """The probed hits of one KB, ready for term look-ups."""
 
-    def __init__(self, texts: Iterable[str], parts: Callable[[str], tuple[str, ...]]) -> None:
-        self._parts = parts
+    def __init__(self, texts: Iterable[str], compounds: Compounds) -> None:
+        self._compounds = compounds
         raw = "\n".join(texts)
         # "LiHua" is also "Li Hua": a question may write a handle's parts apart.
         handles = " ".join(_CAMEL_BOUNDARY.sub(" ", token) for token in _CAMEL_CASE.findall(raw))
@@ -180,10 +183,7 @@ class _Passages:
         "beekeeper"); for a CJK word, the share of its character pairs that occur (word segmentation of a short
         question and of a passage do not always agree)."""
         if is_cjk(term[0]):
-            if len(term) <= 2:
-                return float(term in self.text)
-            pairs = [term[i : i + 2] for i in range(len(term) - 1)]
-            return sum(pair in self.text for pair in pairs) / len(pairs)
+            return cjk_presence(term, self.text)
         return float(self._has(term) or self._has_parts(term))
 
     def _has(self, word: str) -> bool:
@@ -191,7 +191,7 @@ class _Passages:
 
     def _has_parts(self, term: str) -> bool:
         """A compound whose two parts both occur: "beehives" where a text has "bee…" and "hives"."""
-        parts = self._parts(term)
+        parts = self._compounds.get(term, ())
         return bool(parts) and all(self._has(part) for part in parts)
 
 
@@ -218,15 +218,16 @@ class ContentRouter:
                 return _REQUEST_EVIDENCE
             return _DEFAULT_EVIDENCE if prefix == default else _MIN_EVIDENCE
 
-        hits = await self._probe(knowledge_bases, weighed)
-        best = self._best(hits, weighed, rarity, bar)
+        compounds = {term: parts for term in weighed if (parts := self._compound_parts(term))}
+        hits = await self._probe(knowledge_bases, weighed, compounds)
+        best = self._best(hits, weighed, rarity, compounds, bar)
         specific = [term for term in weighed if rarity[term] >= _PROBE_WEIGHT]
         if best.confidence(bar(best.kb_prefix)) < _BAR_CONFIDENCE and 0 < len(specific) < len(weighed):
             # A KB's own BM25 does not know that "mother" or "law" are everyday words and may rank passages
             # full of them over the one with the name: look again with the specific words alone.
-            again = await self._probe(knowledge_bases, specific)
+            again = await self._probe(knowledge_bases, specific, compounds)
             hits = {prefix: [*found, *again[prefix]] for prefix, found in hits.items()}
-            best = self._best(hits, weighed, rarity, bar)
+            best = self._best(hits, weighed, rarity, compounds, bar)
         if best.evidence <= 0:
             return _nothing("no knowledge base holds the message's words")
         confidence = best.confidence(bar(best.kb_prefix))
@@ -243,10 +244,12 @@ class ContentRouter:
                 return parts
         return ()
 
-    async def _probe(self, knowledge_bases: Sequence[KnowledgeBase], terms: Sequence[str]) -> dict[str, list[str]]:
+    async def _probe(
+        self, knowledge_bases: Sequence[KnowledgeBase], terms: Sequence[str], compounds: Compounds
+    ) -> dict[str, list[str]]:
         """Each KB's best passages for the terms (and the parts of compounds): their titles and texts. A KB whose
         index cannot be read in time holds nothing for routing (logged): general chat must not fail with it."""
-        query = " ".join([*terms, *(part for term in terms for part in self._compound_parts(term))])
+        query = " ".join([*terms, *(part for term in terms for part in compounds.get(term, ()))])
         found = await asyncio.gather(*(self._search(kb.kb_prefix, query) for kb in knowledge_bases))
         return {kb.kb_prefix: texts for kb, texts in zip(knowledge_bases, found, strict=True)}
 
@@ -264,11 +267,12 @@ class ContentRouter:
         hits: dict[str, list[str]],
         terms: Sequence[str],
         rarity: dict[str, float],
+        compounds: Compounds,
         bar: Callable[[str], float],
     ) -> KbEvidence:
         found = {}
         for prefix, texts in hits.items():
-            passages = _Passages(texts, self._compound_parts)
+            passages = _Passages(texts, compounds)
             found[prefix] = {term: passages.share_found(term) for term in terms}
         # A word neither general text nor any KB knows is most likely a typo: it says nothing either way.
         weights = {
