@@ -12,7 +12,10 @@ The router is the product's (`RouterGraph` with its policy, keyword heuristic an
 BM25 as a router: every KB's documents in a `bm25s` index, the message goes to the KB whose best document
 scores highest, and to general chat when no KB has a document sharing a word with it.
 
-Routing latency is the router's `route()` per message, over the embedded store (p50/p95).
+Routing latency is the router's `route()` per message, over the embedded store (p50/p95): on the four KBs
+above, and at scale, on one embedded store (as the service keeps them) with ten KBs of 5,000 chunks each. Those
+are cut from every passage of the three datasets by the product's chunker; each KB takes another window of
+them, so their indexes differ. The scale run routes a sample of the routing set's messages, spread over it.
 
 Follow-ups: each 2wiki dev question that names its subjects (gold passage titles written in it) is asked in
 two turns: "Tell me about X." (or "X and Y"), then the question with X referred to ("their" for "X's",
@@ -43,15 +46,19 @@ from typing import Any
 
 import bm25s  # type: ignore[import-untyped]
 import jieba  # type: ignore[import-untyped]
+import numpy as np
 
-from backend.application.ports.graph_store import GraphStore
+from backend.application.ports.graph_store import DocumentWrite, GraphStore
 from backend.application.routing.policy import RoutingPolicy, RoutingSettings
 from backend.bootstrap import open_knowledge_service
+from backend.domain import ids
 from backend.domain.agent_types import DEFAULT_AGENT_TYPE, KNOWN_AGENT_TYPES
 from backend.domain.conversation import Message, Role
+from backend.domain.graph import ChunkRecord, DocumentGraph, DocumentRecord
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.routing import RequestedRoute
-from backend.graphrag_agent.ports import ChunkHit, Vector
+from backend.graphrag_agent.chunking import chunk_text
+from backend.graphrag_agent.ports import ChunkHit, ChunkIndex, Vector
 from backend.infrastructure.knowledge.loaders import FileDocumentLoader
 from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.routing.background import WordfreqRarity
@@ -153,7 +160,7 @@ async def open_indexes(kbs: Sequence[RoutingKb], stack: AsyncExitStack, scratch:
     return indexes
 
 
-def product_router(kbs: Sequence[KnowledgeBase], indexes: KbIndexes) -> RouterGraph:
+def product_router(kbs: Sequence[KnowledgeBase], indexes: ChunkIndex) -> RouterGraph:
     policy = RoutingPolicy(RoutingSettings(), KNOWN_AGENT_TYPES)
     rarity = WordfreqRarity()
     return RouterGraph(static_catalog(kbs), policy, ContentRouter(indexes, rarity), OfflineFollowUps(rarity))
@@ -295,6 +302,7 @@ async def run(quick: bool) -> dict[str, Any]:
             alone = product_router([KnowledgeBase(**_fields(orchard_kb), is_default=True)], indexes)
             single = [("orchard", q) for q in orchard_questions()] + [(GENERAL, m) for m in WRITTEN["small_talk"]]
             routed_alone, _ = await route_all(alone, single)
+        at_scale = await routing_at_scale(messages, Path(scratch))
     baseline = bm25_router(kbs)
     by_bm25 = [baseline(message) for _, message in messages]
     log("conversation", "follow-ups: 2wiki questions in two turns")
@@ -307,8 +315,68 @@ async def run(quick: bool) -> dict[str, Any]:
             "bm25_router": accuracy(messages, by_bm25),
             "misrouted": misrouted(messages, routed),
         },
+        "routing_at_scale": at_scale,
         "orchard_alone": accuracy(single, routed_alone) | {"misrouted": misrouted(single, routed_alone)},
         "duration_s": round(time.perf_counter() - started, 1),
+    }
+
+
+# -- routing at scale ------------------------------------------------------------------------------------------
+
+SCALE_KBS = 10
+SCALE_CHUNKS = 5_000
+SCALE_MESSAGES = 400
+_WRITE_BATCH = 500
+
+
+def passage_chunks() -> list[tuple[str, str]]:
+    """(title, chunk text) of every passage of the three datasets, cut by the product's chunker."""
+    documents = [d for dataset in (load_2wiki(), load_lihua(), load_cmrc()) for d in dataset.documents]
+    return [(d.title, chunk.text) for d in documents for chunk in chunk_text(d.text)]
+
+
+async def fill_scale_kbs(store: GraphStore, pool: Sequence[tuple[str, str]]) -> list[KnowledgeBase]:
+    """SCALE_KBS KBs of SCALE_CHUNKS chunks each (one chunk per document), each a window of the pool."""
+    kbs, unit = [], np.array([1.0, 0.0], dtype=np.float32)  # routing reads no vector
+    for n in range(SCALE_KBS):
+        kb = KnowledgeBase(f"scale{n}", f"Passages, window {n}")
+        await store.create_knowledge_base(kb)
+        start = n * len(pool) // SCALE_KBS
+        window = [pool[(start + i) % len(pool)] for i in range(SCALE_CHUNKS)]
+        writes = []
+        for ordinal, (title, text) in enumerate(window):
+            doc_id = ids.document_id(f"{title} #{ordinal}", text)
+            chunk = ChunkRecord(ids.chunk_id(kb.kb_prefix, doc_id, 0), doc_id, 0, text, 0, len(text))
+            graph = DocumentGraph(DocumentRecord(doc_id, title, chunk_count=1), (chunk,))
+            writes.append(DocumentWrite(graph, [unit], {}))
+        for batch in range(0, len(writes), _WRITE_BATCH):
+            await store.upsert_documents(kb.kb_prefix, writes[batch : batch + _WRITE_BATCH])
+        kbs.append(kb)
+    return kbs
+
+
+async def routing_at_scale(messages: Sequence[tuple[str, str]], scratch: Path) -> dict[str, Any]:
+    pool = passage_chunks()
+    sample = [messages[i * len(messages) // SCALE_MESSAGES] for i in range(min(SCALE_MESSAGES, len(messages)))]
+    registry = fresh_directory(scratch / "scale")
+    settings = bench_settings("embedded", scratch / "scale", registry, None)
+    async with open_knowledge_service(settings) as service:
+        store = Wiring.of(service).store
+        started = time.perf_counter()
+        kbs = await fill_scale_kbs(store, pool)
+        filled_s = time.perf_counter() - started
+        router = product_router(kbs, store)
+        await route_all(router, sample[:5])
+        log("conversation", f"routing {len(sample)} messages over {len(kbs)} KBs of {SCALE_CHUNKS} chunks")
+        routed, seconds = await route_all(router, sample)
+    return {
+        "kbs": len(kbs),
+        "chunks_per_kb": SCALE_CHUNKS,
+        "pool_chunks": len(pool),
+        "messages": len(sample),
+        "to_general": routed.count(GENERAL),
+        "filled_s": round(filled_s, 1),
+        "latency_ms": spread_ms(seconds),
     }
 
 
@@ -325,6 +393,11 @@ def print_table(results: dict[str, Any]) -> None:
     print(f"{'KB questions':<18}{ours['kb_questions']:>10.3f}{bm25['kb_questions']:>10.3f}")
     print(f"{'small talk':<18}{ours['small_talk']:>10.3f}{bm25['small_talk']:>10.3f}")
     print(f"routing latency p50 {ours['latency_ms']['p50_ms']} ms, p95 {ours['latency_ms']['p95_ms']} ms")
+    scale = results["routing_at_scale"]
+    print(
+        f"routing latency with {scale['kbs']} KBs of {scale['chunks_per_kb']} chunks: "
+        f"p50 {scale['latency_ms']['p50_ms']} ms, p95 {scale['latency_ms']['p95_ms']} ms"
+    )
     alone = results["orchard_alone"]
     print(f"orchard alone: questions {alone['kb_questions']:.3f}, small talk {alone['small_talk']:.3f}")
     for row in routing["misrouted"]:
