@@ -25,7 +25,7 @@ fusion_agent fuses the traces its four members just produced for the question (t
 without running each member twice); its latency is theirs summed plus the fusion's, an upper bound (the
 service's fusion_agent shares its members' identical reads; graph_indexing measures that one).
 `router_choice` is the product's default when a request names no agent: per question, the ranking of the agent
-the router picks for its shape (`application/routing/agent_choice.py`), with how many questions went to each.
+the router picks for its shape (`domain/agent_choice.py`), with how many questions went to each.
 BM25 is `bm25s` (Okapi, k1 1.5, b 0.75) over the documents: English words without stopwords, or jieba
 words for Chinese; 2wiki and LiHua index title and text, CMRC the passage text (as its published baseline).
 
@@ -57,14 +57,19 @@ from typing import Any
 import bm25s  # type: ignore[import-untyped]
 import jieba  # type: ignore[import-untyped]
 
-from backend.application.routing.agent_choice import choose_agent
 from backend.bootstrap import open_knowledge_service
 from backend.domain import ids
+from backend.domain.agent_choice import choose_agent
 from backend.domain.agent_types import KNOWN_AGENT_TYPES
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.agents import FusionAgent
 from backend.graphrag_agent.ports import AgentTrace
-from backend.infrastructure.agents.rag_factory.builders import AGENT_BUILDERS, AgentResources
+from backend.infrastructure.agents.rag_factory.builders import (
+    AGENT_BUILDERS,
+    FUSION_MEMBERS,
+    AgentResources,
+    fusion_lead,
+)
 from benchmarks.goals import AGENTS
 from benchmarks.graph_indexing import Wiring, bench_settings
 from benchmarks.graph_probes import log, machine, spread_ms, status_kib
@@ -81,7 +86,6 @@ from benchmarks.quality_data import (
 
 PEER_CORPUS_PASSAGES = 425
 FUSION = "fusion_agent"
-FUSION_MEMBERS = AGENTS[:4]  # as the service builds it (rag_factory/builders.py)
 CACHE = ROOT / "benchmarks" / ".cache" / "quality"
 RESULTS = ROOT / "benchmarks" / "results"
 KB = "quality"
@@ -90,6 +94,8 @@ CACHE_KEPT = 3  # indexes kept per dataset: the current indexing code's and two 
 INDEX_CODE = [ROOT / "backend"]
 NOT_INDEX_CODE = (
     "backend/graphrag_agent/agents/",
+    "backend/infrastructure/agents/",
+    "backend/domain/agent_choice.py",
     "backend/server/",
     "backend/application/chat",
     "backend/application/routing/",
@@ -204,7 +210,7 @@ async def agent_rankings(dataset: Dataset, directory: Path, agents: Sequence[str
         kb = next(kb for kb in await service.list_kbs() if kb.kb_prefix == KB)
         resources = AgentResources(wiring.store, wiring.embedder, settings.retrieval.top_k)
         built = {agent: AGENT_BUILDERS[agent](kb, resources) for agent in agents}
-        replay = _fusion_replay(agents, kb.kb_prefix, resources.top_k)
+        replay = _fusion_replay(agents, kb, resources.top_k)
         if replay is not None:
             built[FUSION] = replay.agent
         await built[agents[0]].retrieve_with_trace("warm up", "warm-up")  # loads the vector index
@@ -254,12 +260,12 @@ class _FusionReplay:
         return sum(member.seconds for member in self.members.values())
 
 
-def _fusion_replay(agents: Sequence[str], kb_prefix: str, top_k: int) -> _FusionReplay | None:
+def _fusion_replay(agents: Sequence[str], kb: KnowledgeBase, top_k: int) -> _FusionReplay | None:
     """The replay when fusion_agent is evaluated after all of its members; None otherwise."""
     if FUSION not in agents or not set(FUSION_MEMBERS) <= set(agents[: agents.index(FUSION)]):
         return None
-    members = {name: _Recorded(name, kb_prefix) for name in FUSION_MEMBERS}
-    return _FusionReplay(members, FusionAgent(list(members.values()), top_k=top_k))
+    members = {name: _Recorded(name, kb.kb_prefix) for name in FUSION_MEMBERS}
+    return _FusionReplay(members, FusionAgent(list(members.values()), top_k=top_k, lead=fusion_lead(kb)))
 
 
 def bm25_rankings(dataset: Dataset, depth: int = 10) -> list[Ranking]:
@@ -409,7 +415,7 @@ async def evaluate(name: str, args: argparse.Namespace) -> dict[str, Any]:
 
 def router_choice(dataset: Dataset, rankings: dict[str, list[Ranking]]) -> tuple[list[Ranking], dict[str, int]]:
     """The product's default: per question, the ranking of the agent the router chooses when the request names
-    none (`application/routing/agent_choice.py`); empty when that agent was not run."""
+    none (`domain/agent_choice.py`); empty when that agent was not run."""
     kb = KnowledgeBase(KB, f"{dataset.name} evaluation", language=dataset.language)
     picked = [choose_agent(q.text, kb, KNOWN_AGENT_TYPES).agent_type for q in dataset.questions]
     if any(agent not in rankings for agent in picked):

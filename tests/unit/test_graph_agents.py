@@ -13,6 +13,7 @@ from backend.domain import ids
 from backend.domain.conversation import Message, Role
 from backend.domain.errors import ModelError, StoreUnavailable
 from backend.domain.graph import EntityRecord
+from backend.domain.retrieval import EvidenceSource, Granularity, RetrievalResult
 from backend.graphrag_agent.agents import (
     DeepResearchAgent,
     FusionAgent,
@@ -499,6 +500,56 @@ async def test_fusion_survives_a_failing_agent_but_not_all_failing() -> None:
     assert chunk_titles(fused)[0] == "Wrenfield Orchard"
     with pytest.raises(StoreUnavailable, match="down"):
         await FusionAgent([BrokenAgent(), BrokenAgent()]).retrieve_with_trace("Who?", "t")
+
+
+class RankedAgent:
+    """A member that ranks fixed chunks, one document each."""
+
+    def __init__(self, agent_type: str, chunk_ids: list[str]) -> None:
+        self.agent_type = agent_type
+        self._chunk_ids = chunk_ids
+
+    async def retrieve_with_trace(self, query: str, thread_id: str) -> AgentTrace:
+        results = [
+            RetrievalResult(
+                f"chunk:{chunk}", Granularity.CHUNK, chunk, EvidenceSource(f"doc-{chunk}", chunk, chunk), 1 - n / 10
+            ).to_dict()
+            for n, chunk in enumerate(self._chunk_ids)
+        ]
+        return {"context": "", "retrieval_results": results, "reference": {"chunks": self._chunk_ids}}
+
+
+def ranked_members() -> list[RetrievalAgent]:
+    """naive ranks a..f; the three others agree on x first and rank a low: agreement wins a plain fusion."""
+    return [
+        RankedAgent("naive_rag_agent", ["a", "b", "c", "d", "e", "f"]),
+        RankedAgent("graph_agent", ["x", "y", "a"]),
+        RankedAgent("hybrid_agent", ["x", "y", "z"]),
+        RankedAgent("deep_research_agent", ["x", "z", "y"]),
+    ]
+
+
+async def test_plain_fusion_ranks_what_several_members_agree_on_first() -> None:
+    fused = await FusionAgent(ranked_members(), top_k=6).retrieve_with_trace("q", "t")
+    assert chunk_titles(fused)[:2] == ["x", "y"]
+
+
+async def test_the_lead_keeps_two_thirds_of_the_places_and_fusion_fills_the_rest() -> None:
+    led = FusionAgent(ranked_members(), top_k=6, lead=lambda question: "naive_rag_agent")
+    fused = await led.retrieve_with_trace("q", "t")
+    titles = chunk_titles(fused)
+    assert titles[:4] == ["a", "b", "c", "d"]  # the lead's first four of six places, in its order
+    assert titles[4:6] == ["x", "y"]  # then what the others agree on, ahead of the lead's e and f
+    scores = [r["score"] for r in fused["retrieval_results"]]
+    assert scores == sorted(scores, reverse=True)
+
+
+async def test_without_its_lead_among_the_traces_fusion_ranks_every_place() -> None:
+    led = FusionAgent(ranked_members()[1:], top_k=6, lead=lambda question: "naive_rag_agent")
+    plain = FusionAgent(ranked_members()[1:], top_k=6)
+    assert chunk_titles(await led.retrieve_with_trace("q", "t")) == chunk_titles(
+        await plain.retrieve_with_trace("q", "t")
+    )
 
 
 # --- concurrency ----------------------------------------------------------------------------------

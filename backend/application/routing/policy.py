@@ -9,7 +9,7 @@ from __future__ import annotations
 from collections.abc import Collection
 from dataclasses import dataclass
 
-from backend.application.routing.agent_choice import choose_agent
+from backend.domain.agent_choice import choose_agent
 from backend.domain.agent_types import require_available
 from backend.domain.knowledge_base import GENERAL_KB, KnowledgeBase
 from backend.domain.routing import IntentGuess, RequestedRoute

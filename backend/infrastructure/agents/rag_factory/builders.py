@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
 
+from backend.domain.agent_choice import choose_agent
 from backend.domain.agent_types import AgentType
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.agents import (
@@ -16,6 +17,7 @@ from backend.graphrag_agent.agents import (
     NaiveRagAgent,
     NaiveRagSettings,
 )
+from backend.graphrag_agent.agents.fusion_agent import LeadOf
 from backend.graphrag_agent.model import CompletionModel
 from backend.graphrag_agent.ports import GraphReader, RetrievalAgent, TextEmbedder
 from backend.graphrag_agent.shared_reads import ReadScope, SharedReads
@@ -57,6 +59,21 @@ def _deep_research(kb: KnowledgeBase, res: AgentResources) -> RetrievalAgent:
     )
 
 
+_FUSED = (_naive_rag, _graph, _hybrid, _deep_research)
+FUSION_MEMBERS = (
+    AgentType.NAIVE_RAG.value,
+    AgentType.GRAPH.value,
+    AgentType.HYBRID.value,
+    AgentType.DEEP_RESEARCH.value,
+)
+
+
+def fusion_lead(kb: KnowledgeBase) -> LeadOf:
+    """The member that leads a fused question: the one the router would choose for it (`domain/agent_choice.py`),
+    when it is a member."""
+    return lambda question: choose_agent(question, kb, FUSION_MEMBERS).agent_type
+
+
 def _fusion(kb: KnowledgeBase, res: AgentResources) -> RetrievalAgent:
     # The members ask much the same of the store and the embedder for one question: each question's members are
     # built over its own read scope, so they share those reads (each search run once as deep as the deepest
@@ -65,10 +82,10 @@ def _fusion(kb: KnowledgeBase, res: AgentResources) -> RetrievalAgent:
 
     def members(scope: ReadScope) -> list[RetrievalAgent]:
         scoped = replace(res, reader=scope.reader, embedder=scope.embedder, term_sets=scope.term_sets)
-        return [build(kb, scoped) for build in (_naive_rag, _graph, _hybrid, _deep_research)]
+        return [build(kb, scoped) for build in _FUSED]
 
     shared = SharedReads(res.reader, res.embedder, search_depth=depth)
-    return FusionAgent.sharing_reads(shared, members, top_k=res.top_k)
+    return FusionAgent.sharing_reads(shared, members, top_k=res.top_k, lead=fusion_lead(kb))
 
 
 AGENT_BUILDERS: Mapping[str, AgentBuilder] = {
