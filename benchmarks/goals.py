@@ -1,4 +1,4 @@
-"""The goals of the issue that the report judges, in one place: benchmarks/report_data.py judges each on the latest
+"""The goals of the issue that the report judges, in one place: benchmarks/report_goals.py judges each on the latest
 results (results/latest.json, REPORT.md), and a benchmark that checks one of them itself reads it here too.
 """
 

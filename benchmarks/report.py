@@ -46,16 +46,15 @@ from benchmarks.report_data import (
     WIKI_PASSAGES,
     J,
     assemble,
-    best,
     cells,
     fmt,
     label,
     load,
     missing,
     num,
-    p95s,
     short_date,
 )
+from benchmarks.report_goals import best, judge, p95s
 
 # -- plots ---------------------------------------------------------------------------------------------------------
 
@@ -521,6 +520,7 @@ def main() -> None:
     args = parser.parse_args()
     results, report, notes = args.results.resolve(), args.report.resolve(), list[str]()
     latest = assemble(results, *load(results, notes), notes, datetime.now(UTC))
+    latest["goals"] = judge(latest)
     (results / "latest.json").write_text(json.dumps(latest, indent=2, ensure_ascii=False) + "\n", encoding="utf-8")
     links = {}
     for name, plot in PLOTS.items():  # one PNG per area with data; a stale one of an area without is removed
