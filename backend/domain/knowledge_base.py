@@ -25,3 +25,12 @@ class KnowledgeBase:
     is_default: bool = False
     sources: tuple[str, ...] = field(default=())
     handler: str = ""  # "package.module:factory" of a KB-specific handler; "" = the generic RAG path
+
+
+@dataclass(frozen=True, slots=True)
+class KbOverview:
+    """What a KB holds, in brief, as the graph store reads it: what the model router's catalog shows (SPEC §4)."""
+
+    documents: int = 0
+    entities: tuple[str, ...] = ()  # the names of its most mentioned entities, most mentioned first
+    titles: tuple[str, ...] = ()  # the titles of its longest documents (most chunks), longest first

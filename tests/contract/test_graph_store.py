@@ -30,7 +30,7 @@ from backend.domain.graph import (
     RelationMention,
     RelationRecord,
 )
-from backend.domain.knowledge_base import KnowledgeBase
+from backend.domain.knowledge_base import KbOverview, KnowledgeBase
 from backend.graphrag_agent.ports import Vector
 from backend.infrastructure.graph_store.embedded import EmbeddedGraphStore
 from backend.infrastructure.graph_store.merge import merge_entity, merge_relation, relation_key
@@ -322,6 +322,16 @@ async def test_chunk_embeddings_are_the_stored_vectors(orchard: GraphStore) -> N
 async def test_counts(orchard: GraphStore) -> None:
     assert await orchard.counts(KB) == GraphCounts(documents=2, chunks=4, entities=7, relations=5, communities=0)
     assert await orchard.counts(OTHER_KB) == GraphCounts()
+
+
+async def test_overview_names_the_most_mentioned_entities_and_the_longest_documents(orchard: GraphStore) -> None:
+    # Apple is mentioned three times, Bee and Mill twice, the others once: ties go by name.
+    overview = await orchard.overview(KB, entities=4, titles=5)
+    assert overview == KbOverview(2, ("Apple", "Bee", "Mill", "Barrel"), ("Making cider", "The bees"))
+    longer = build(KB, "Pressing", [ChunkSpec(f"Press {n}.", axis(n)) for n in range(3)], source="press.md")
+    await write(orchard, longer)
+    assert (await orchard.overview(KB, entities=0, titles=1)) == KbOverview(3, (), ("Pressing",))
+    assert await orchard.overview(OTHER_KB, entities=4, titles=5) == KbOverview()
 
 
 # -- merged entities and relations ---------------------------------------------------------------------------

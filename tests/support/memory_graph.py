@@ -34,6 +34,7 @@ from backend.domain.graph import (
     RelationMention,
     RelationRecord,
 )
+from backend.domain.knowledge_base import KbOverview
 from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
 from backend.graphrag_agent.text import content_terms, fulltext_query_terms, fulltext_terms, split_sentences
 from backend.infrastructure.graph_store.merge import merge_entity, merge_relation, relation_key
@@ -316,6 +317,15 @@ class MemoryGraph:
     async def list_communities(self, kb: str, level: int | None = None) -> list[CommunityRecord]:
         state = await self._enter("list_communities", kb)
         return [c for c in state.communities if level is None or c.level == level]
+
+    async def overview(self, kb: str, entities: int, titles: int) -> KbOverview:
+        """`GraphStore.overview`: the KB's document count, most mentioned names and longest documents' titles."""
+        state = await self._enter("overview", kb)
+        named = sorted(state.entities.values(), key=lambda e: (-e.mention_count, e.name, e.entity_id))
+        documents = Counter((c.record.doc_id, c.title) for c in state.chunks.values())
+        longest = sorted((-n, title, doc_id) for (doc_id, title), n in documents.items() if title)
+        names = tuple(e.name for e in named[:entities])
+        return KbOverview(len(documents), names, tuple(title for _, title, _ in longest[:titles]))
 
 
 def _hit(chunk: _Chunk, score: float) -> ChunkHit:

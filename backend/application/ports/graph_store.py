@@ -26,7 +26,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from backend.domain.graph import CommunityRecord, DocumentGraph, DocumentRecord, EntityGraph
-from backend.domain.knowledge_base import KnowledgeBase
+from backend.domain.knowledge_base import KbOverview, KnowledgeBase
 from backend.graphrag_agent.ports import GraphReader, Vector
 
 
@@ -124,6 +124,11 @@ class GraphStore(GraphReader, Protocol):
         ...
 
     async def counts(self, kb: str) -> GraphCounts: ...
+
+    async def overview(self, kb: str, entities: int, titles: int) -> KbOverview:
+        """The KB's document count, up to `entities` entity names by mention count (desc), then name, then id,
+        and up to `titles` non-empty document titles by chunk count (desc), then title, then id."""
+        ...
 
     def bulk_load(self, documents: int) -> AbstractAsyncContextManager[BulkLoad]:
         """Bracket a load of up to `documents` documents and the community refresh after it.

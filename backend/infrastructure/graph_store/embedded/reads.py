@@ -16,7 +16,7 @@ import numpy as np
 
 from backend.application.ports.graph_store import GraphCounts
 from backend.domain.graph import CommunityRecord, DocumentRecord, EntityGraph, EntityRecord, RelationRecord
-from backend.domain.knowledge_base import KnowledgeBase
+from backend.domain.knowledge_base import KbOverview, KnowledgeBase
 from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
 from backend.graphrag_agent.text import fulltext_query_terms
 from backend.infrastructure.graph_store.embedded.community_cache import CommunityCache
@@ -92,6 +92,9 @@ WHERE position <= ?3 ORDER BY entity_id, position"""
 _COUNTS = """SELECT (SELECT count(*) FROM documents WHERE kb = ?1), (SELECT count(*) FROM chunks WHERE kb = ?1),
     (SELECT count(*) FROM entities WHERE kb = ?1), (SELECT count(*) FROM relations WHERE kb = ?1),
     (SELECT count(*) FROM communities WHERE kb = ?1)"""
+_MOST_MENTIONED = "SELECT name FROM entities WHERE kb = ?1 ORDER BY mention_count DESC, name, entity_id LIMIT ?2"
+_LONGEST_TITLES = """SELECT title FROM documents WHERE kb = ?1 AND title <> ''
+ORDER BY chunk_count DESC, title, doc_id LIMIT ?2"""
 
 
 def _ids(values: Sequence[Any]) -> str:
@@ -187,6 +190,14 @@ def existing_entity_ids(raw: sqlite3.Connection, kb: str, entity_ids: Sequence[s
 def counts(raw: sqlite3.Connection, kb: str) -> GraphCounts:
     found = raw.execute(_COUNTS, (kb,)).fetchone()
     return GraphCounts(*(int(value) for value in found))
+
+
+def overview(raw: sqlite3.Connection, kb: str, entities: int, titles: int) -> KbOverview:
+    """Call in a read snapshot: the three reads must come from the same state."""
+    documents = raw.execute("SELECT count(*) FROM documents WHERE kb = ?", (kb,)).fetchone()[0]
+    names = tuple(row[0] for row in raw.execute(_MOST_MENTIONED, (kb, entities)))
+    longest = tuple(row[0] for row in raw.execute(_LONGEST_TITLES, (kb, titles)))
+    return KbOverview(int(documents), names, longest)
 
 
 def entity_graph(raw: sqlite3.Connection, kb: str) -> EntityGraph:

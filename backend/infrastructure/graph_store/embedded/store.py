@@ -28,7 +28,7 @@ from backend.domain.graph import (
     EntityRecord,
     RelationRecord,
 )
-from backend.domain.knowledge_base import KnowledgeBase
+from backend.domain.knowledge_base import KbOverview, KnowledgeBase
 from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
 from backend.infrastructure.graph_store.base import GraphStoreBase, capped
 from backend.infrastructure.graph_store.bulk_load import bulk_load_without_suspension
@@ -138,6 +138,9 @@ class EmbeddedGraphStore(GraphStoreBase):
 
     async def counts(self, kb: str) -> GraphCounts:
         return await self._read("counts", lambda raw: reads.counts(raw, kb))
+
+    async def overview(self, kb: str, entities: int, titles: int) -> KbOverview:
+        return await self._read("overview", read_snapshot(lambda raw: reads.overview(raw, kb, entities, titles)))
 
     def bulk_load(self, documents: int) -> AbstractAsyncContextManager[BulkLoad]:
         return bulk_load_without_suspension()  # vectors are searched as dense matrices, rebuilt when read

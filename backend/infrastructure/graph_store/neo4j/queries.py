@@ -96,6 +96,18 @@ RETURN COUNT { MATCH (n:Document {kbt: $kbt}) WHERE n.kb = $kb } AS documents,
     COUNT { MATCH (n:Entity {kbt: $kbt})-[:RELATED]->(:Entity) WHERE n.kb = $kb } AS relations,
     COUNT { MATCH (n:Community {kbt: $kbt}) WHERE n.kb = $kb } AS communities"""
 
+# Names by mention count and titles by length (chunks): what the model router's catalog shows of a KB.
+OVERVIEW: Final = """
+RETURN COUNT { MATCH (d:Document {kbt: $kbt}) WHERE d.kb = $kb } AS documents,
+    COLLECT {
+        MATCH (e:Entity {kbt: $kbt}) WHERE e.kb = $kb
+        RETURN e.name ORDER BY e.mention_count DESC, e.name, e.id LIMIT $entities
+    } AS entities,
+    COLLECT {
+        MATCH (d:Document {kbt: $kbt}) WHERE d.kb = $kb AND d.title <> ''
+        RETURN d.title ORDER BY d.chunk_count DESC, d.title, d.id LIMIT $titles
+    } AS titles"""
+
 ENTITY_GRAPH: Final = """
 RETURN COLLECT { MATCH (e:Entity {kbt: $kbt}) WHERE e.kb = $kb RETURN e.id } AS entity_ids,
     COLLECT {

@@ -47,7 +47,7 @@ from backend.domain.graph import (
     EntityRecord,
     RelationRecord,
 )
-from backend.domain.knowledge_base import KnowledgeBase
+from backend.domain.knowledge_base import KbOverview, KnowledgeBase
 from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
 from backend.graphrag_agent.text import fulltext_query_terms
 from backend.infrastructure.graph_store.base import GraphStoreBase, capped
@@ -516,6 +516,10 @@ class Neo4jGraphStore(GraphStoreBase):
             relations=int(found["relations"]),
             communities=int(found["communities"]),
         )
+
+    async def overview(self, kb: str, entities: int, titles: int) -> KbOverview:
+        found = (await self._read("overview", q.OVERVIEW, **kb_scope(kb), entities=entities, titles=titles))[0]
+        return KbOverview(int(found["documents"]), tuple(found["entities"]), tuple(found["titles"]))
 
     # -- communities -------------------------------------------------------------------------------------------
 
