@@ -77,6 +77,7 @@ from backend.infrastructure.routing.background import WordfreqRarity
 from backend.infrastructure.routing.content import ContentRouter
 from backend.infrastructure.routing.followups import OfflineFollowUps
 from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier
+from backend.infrastructure.routing.profiles import CachedKbProfiles
 from backend.infrastructure.routing.router_graph import RouterGraph
 
 logger = logging.getLogger(__name__)
@@ -249,7 +250,7 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
             min_confidence=settings.routing.min_confidence,
         )
         policy = RoutingPolicy(routing, pool.available_agent_types)
-        classifier = LlmIntentClassifier(model) if model is not None else None
+        classifier = LlmIntentClassifier(model, CachedKbProfiles(knowledge.store)) if model is not None else None
         WordfreqRarity.warm_up()
         rarity = WordfreqRarity()
         content, followups = ContentRouter(knowledge.store, rarity), OfflineFollowUps(rarity)

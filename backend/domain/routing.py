@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, fields
+from dataclasses import dataclass, field, fields
 from enum import StrEnum
 from typing import Any
 
-from backend.domain.knowledge_base import GENERAL_KB, KnowledgeBase
+from backend.domain.knowledge_base import GENERAL_KB, KbOverview, KnowledgeBase
 from backend.domain.worker import Worker
 
 
@@ -40,6 +40,14 @@ class IntentGuess:
     confidence: float
     method: RouteMethod
     reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class KbProfile:
+    """A KB as the model router sees it: its record, and what it holds as its graph store last said."""
+
+    kb: KnowledgeBase
+    overview: KbOverview = field(default_factory=KbOverview)
 
 
 @dataclass(frozen=True, slots=True)

@@ -17,6 +17,7 @@ from backend.infrastructure.routing.background import WordfreqRarity
 from backend.infrastructure.routing.content import ContentRouter
 from backend.infrastructure.routing.followups import OfflineFollowUps
 from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier, parse_routing_reply
+from backend.infrastructure.routing.profiles import CachedKbProfiles
 from backend.infrastructure.routing.router_graph import RouterGraph
 from tests.support.memory_graph import MemoryGraph
 
@@ -46,6 +47,10 @@ def router(
         classifier,
         llm_timeout_s,
     )
+
+
+def classifier_of(model: "ScriptedModel") -> LlmIntentClassifier:
+    return LlmIntentClassifier(model, CachedKbProfiles(MemoryGraph()))
 
 
 def asked(kb_prefix: str | None, agent_type: str | None) -> RequestedRoute:
@@ -173,7 +178,7 @@ async def test_a_default_agent_the_deployment_does_not_run_is_refused() -> None:
 
 async def test_model_is_asked_only_when_the_heuristic_is_unsure() -> None:
     model = ScriptedModel('{"kb_prefix": "movie", "confidence": 0.9, "reason": "asks about cinema"}')
-    graph = router(classifier=LlmIntentClassifier(model))
+    graph = router(classifier=classifier_of(model))
     confident = await graph.route(message="exam course dates", session_id="s", requested=asked(None, None))
     assert confident.method == "heuristic" and model.calls == 0
     unsure = await graph.route(
@@ -186,7 +191,7 @@ async def test_model_is_asked_only_when_the_heuristic_is_unsure() -> None:
 
 async def test_model_timeout_gives_method_timeout_with_zero_confidence() -> None:
     model = ScriptedModel('{"kb_prefix": "movie", "confidence": 0.9}', delay_s=1.0)
-    graph = router(classifier=LlmIntentClassifier(model), llm_timeout_s=0.05)
+    graph = router(classifier=classifier_of(model), llm_timeout_s=0.05)
     decision = await graph.route(
         message="who played the lead in Casablanca?", session_id="s", requested=asked(None, None)
     )
@@ -197,7 +202,7 @@ async def test_model_timeout_gives_method_timeout_with_zero_confidence() -> None
 
 async def test_model_error_falls_back_to_the_heuristic() -> None:
     model = ScriptedModel(fail=RuntimeError("boom"))
-    graph = router(classifier=LlmIntentClassifier(model))
+    graph = router(classifier=classifier_of(model))
     decision = await graph.route(
         message="who played the lead in Casablanca?", session_id="s", requested=asked(None, None)
     )
@@ -207,7 +212,7 @@ async def test_model_error_falls_back_to_the_heuristic() -> None:
 
 async def test_model_is_not_asked_when_it_cannot_change_the_outcome() -> None:
     model = ScriptedModel('{"kb_prefix": "movie", "confidence": 0.9}')
-    graph = router(RoutingSettings(allow_override=False), LlmIntentClassifier(model))
+    graph = router(RoutingSettings(allow_override=False), classifier_of(model))
     await graph.route(message="who played the lead?", session_id="s", requested=asked("edu", None))
     assert model.calls == 0
 
@@ -255,7 +260,7 @@ async def test_concurrent_messages_share_graph_runs_and_get_the_decisions_they_g
 
 async def test_a_message_the_model_may_classify_runs_alone_so_others_never_wait_for_it() -> None:
     model = ScriptedModel('{"kb_prefix": "movie", "confidence": 0.9}', delay_s=0.5)
-    graph = router(classifier=LlmIntentClassifier(model))
+    graph = router(classifier=classifier_of(model))
     slow = asyncio.create_task(
         graph.route(message="who played the lead in Casablanca?", session_id="s", requested=asked(None, None))
     )

@@ -7,7 +7,7 @@ from typing import Protocol
 
 from backend.domain.conversation import Message
 from backend.domain.knowledge_base import KnowledgeBase
-from backend.domain.routing import IntentGuess, RequestedRoute, RouteDecision, StandaloneQuery
+from backend.domain.routing import IntentGuess, KbProfile, RequestedRoute, RouteDecision, StandaloneQuery
 from backend.domain.worker import Worker
 
 
@@ -29,6 +29,14 @@ class IntentDetector(Protocol):
     """Guesses which KB a message belongs to, offline (`infrastructure/routing/content.py`)."""
 
     async def guess(self, message: str, knowledge_bases: Sequence[KnowledgeBase]) -> IntentGuess: ...
+
+
+class KbProfiles(Protocol):
+    """What each KB holds, for the model router's catalog (`infrastructure/routing/profiles.py`)."""
+
+    async def profiles(self, knowledge_bases: Sequence[KnowledgeBase]) -> list[KbProfile]:
+        """One per KB, in order; a KB whose overview cannot be read now has its record alone, or an older one."""
+        ...
 
 
 class RoutePolicy(Protocol):

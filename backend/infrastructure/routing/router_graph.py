@@ -27,7 +27,7 @@ from backend.domain.routing import IntentGuess, RequestedRoute, RouteDecision, R
 from backend.domain.worker import Worker
 from backend.infrastructure.routing.batches import SharedRuns
 from backend.infrastructure.routing.heuristic import detect_intent
-from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier
+from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier, UnusableReply
 
 logger = logging.getLogger(__name__)
 
@@ -136,7 +136,7 @@ class RouterGraph:
         ]
         if unsure:
             asked = await asyncio.gather(
-                *(self._classify_with_model(queries[i].text, knowledge_bases, guesses[i]) for i in unsure)
+                *(self._classify_with_model(requests[i], queries[i].text, knowledge_bases, guesses[i]) for i in unsure)
             )
             for index, guess in zip(unsure, asked, strict=True):
                 guesses[index] = guess
@@ -159,15 +159,21 @@ class RouterGraph:
         return self._classifier is not None and self._policy.may_reroute(requested)
 
     async def _classify_with_model(
-        self, message: str, knowledge_bases: Sequence[KnowledgeBase], heuristic: IntentGuess
+        self, request: RouteRequest, query: str, knowledge_bases: Sequence[KnowledgeBase], heuristic: IntentGuess
     ) -> IntentGuess:
+        """The model's guess for the standalone query, the request's recent turns beside it; the offline guess,
+        with what went wrong as its reason, when the model fails, is slow or replies with nothing usable."""
         assert self._classifier is not None
         try:
             async with asyncio.timeout(self._llm_timeout_s):
-                return await self._classifier.classify(message, knowledge_bases)
+                return await self._classifier.classify(query, request.history, knowledge_bases)
         except TimeoutError:
             reason = f"model routing timed out after {self._llm_timeout_s:g}s"
             return IntentGuess(heuristic.kb_prefix, 0.0, RouteMethod.TIMEOUT, reason)
+        except UnusableReply as error:
+            logger.info("model routing reply not used: %s", error)
+            reason = f"model reply not used ({error}); {heuristic.reason}"
+            return IntentGuess(heuristic.kb_prefix, heuristic.confidence, RouteMethod.FALLBACK, reason)
         except Exception as error:  # the router must answer even when the model misbehaves
             logger.warning("model routing failed, using the heuristic: %s", error)
             reason = f"model routing failed ({type(error).__name__}); {heuristic.reason}"
