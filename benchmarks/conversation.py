@@ -237,7 +237,7 @@ async def follow_ups() -> dict[str, Any]:
     asked = [q for q in dataset.questions if q.question_id in pairs]
     followups = OfflineFollowUps(WordfreqRarity())
     standalone = {
-        qid: followups.standalone(second, (Message(Role.USER, first), Message(Role.ASSISTANT, "…"))).text
+        qid: (await followups.standalone(second, (Message(Role.USER, first), Message(Role.ASSISTANT, "…")))).text
         for qid, (first, second) in pairs.items()
     }
     variants = {

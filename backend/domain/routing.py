@@ -50,12 +50,22 @@ class KbProfile:
     overview: KbOverview = field(default_factory=KbOverview)
 
 
+class QueryMethod(StrEnum):
+    """How the standalone query was made."""
+
+    AS_WRITTEN = "as_written"  # the message stands alone, or nothing earlier could be carried into it
+    OFFLINE = "offline"  # the subject of an earlier turn put in place of what refers back to it
+    MODEL = "model"  # the follow-up rewritten by one model call
+
+
 @dataclass(frozen=True, slots=True)
 class StandaloneQuery:
     """What routing and retrieval search for: the message, with what a follow-up refers back to."""
 
     text: str
-    carried: str = ""  # the words carried from earlier turns ("" when the message stands alone)
+    carried: str = ""  # the words carried offline from earlier turns ("" when none were)
+    method: QueryMethod = QueryMethod.AS_WRITTEN
+    note: str = ""  # why a model's rewrite was not used, when one was asked for ("" otherwise)
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +78,8 @@ class RouteDecision:
     reason: str
     worker: Worker | None  # None: general chat, no retrieval
     query: str = ""  # the standalone query routing used and retrieval searches for ("": the message as written)
+    query_method: str = QueryMethod.AS_WRITTEN.value  # how `query` was made
+    query_note: str = ""  # why a model's rewrite of the follow-up was not used, when one was asked for
     also: tuple[Worker, ...] = ()  # further workers of a requested plan, run beside `worker`
     agent_reason: str = ""  # why this agent: the request's, or the question's shape
 

@@ -22,7 +22,12 @@ class RouterPort(Protocol):
 class FollowUps(Protocol):
     """Makes a follow-up that refers back to earlier turns ("that person", "它") a query that stands alone."""
 
-    def standalone(self, message: str, history: Sequence[Message]) -> StandaloneQuery: ...
+    def asks_model(self, message: str, history: Sequence[Message]) -> bool:
+        """Whether `standalone` would call a model for this message (the router then runs it alone, so no other
+        message waits for the call)."""
+        ...
+
+    async def standalone(self, message: str, history: Sequence[Message]) -> StandaloneQuery: ...
 
 
 class IntentDetector(Protocol):

@@ -16,7 +16,7 @@ import re
 from collections.abc import Sequence
 
 from backend.domain.conversation import Message, Role
-from backend.domain.routing import StandaloneQuery
+from backend.domain.routing import QueryMethod, StandaloneQuery
 from backend.graphrag_agent.text import fulltext_query_terms, is_cjk
 from backend.infrastructure.routing.content import TermRarity
 
@@ -73,14 +73,21 @@ class OfflineFollowUps:
     def __init__(self, rarity: TermRarity) -> None:
         self._rarity = rarity
 
-    def standalone(self, message: str, history: Sequence[Message]) -> StandaloneQuery:
-        if not history or not refers_back(message) or self._names_a_subject(message):
+    def needs_context(self, message: str, history: Sequence[Message]) -> bool:
+        """Whether the message refers back to earlier turns and names no subject of its own."""
+        return bool(history) and refers_back(message) and not self._names_a_subject(message)
+
+    def asks_model(self, message: str, history: Sequence[Message]) -> bool:
+        return False
+
+    async def standalone(self, message: str, history: Sequence[Message]) -> StandaloneQuery:
+        if not self.needs_context(message, history):
             return StandaloneQuery(message)
         earlier = [turn.content for turn in reversed(history) if turn.role is Role.USER][:_TURNS_BACK]
         for text in earlier:
             carried = self._subject(text)
             if carried:
-                return StandaloneQuery(_put_in(message, carried), carried)
+                return StandaloneQuery(_put_in(message, carried), carried, QueryMethod.OFFLINE)
         return StandaloneQuery(message)
 
     def _subject(self, text: str) -> str:

@@ -1,9 +1,10 @@
 """RouterGraph: intent_detect → apply_override_policy → worker_select (SPEC §4).
 
-The LangGraph adapter of routing: it detects intent offline (the KBs' keywords and descriptions, and what their
-indexes hold: the `IntentDetector` port), asks the model when the policy does not trust that guess, and applies the
-application's `RoutePolicy` in the other two nodes. A `StateGraph` compiled once per router and kept stateless:
-routing is a pure function of the message and the request, so nothing is persisted between calls. One run
+The LangGraph adapter of routing: it makes a follow-up stand alone (the `FollowUps` port: offline, or one model
+call), detects intent offline (the KBs' keywords and descriptions, and what their indexes hold: the
+`IntentDetector` port), asks the model when the policy does not trust that guess, and applies the application's
+`RoutePolicy` in the other two nodes. A `StateGraph` compiled once per router and kept stateless: routing is a
+pure function of the message, its recent turns and the request, so nothing is persisted between calls. One run
 routes a list of messages (usually one; under load, every message that arrived while the previous run was in
 flight) and reads the catalog once.
 """
@@ -58,7 +59,7 @@ class RouterGraph:
 
     Messages that cannot wait on a model call share graph runs (`SharedRuns`): a run's fixed cost is paid
     once for every message that arrived while the previous run was in flight. A message the model may
-    classify runs alone, so no other message waits for its model call.
+    classify or rewrite runs alone, so no other message waits for its model call.
     """
 
     def __init__(
@@ -94,7 +95,7 @@ class RouterGraph:
         self, *, message: str, session_id: str, requested: RequestedRoute, history: Sequence[Message] = ()
     ) -> RouteDecision:
         request = RouteRequest(message, session_id, requested, tuple(history))
-        if self._model_can_change_outcome(requested):
+        if self._model_can_change_outcome(requested) or self._followups.asks_model(message, history):
             return (await self._run([request]))[0]
         return await self.shared_runs.submit(request)
 
@@ -110,6 +111,8 @@ class RouterGraph:
                 reason=guess.reason,
                 worker=workers[0] if workers else None,
                 query=query.text,
+                query_method=query.method.value,
+                query_note=query.note,
                 also=workers[1:],
                 agent_reason=agent_reason,
             )
@@ -123,7 +126,7 @@ class RouterGraph:
     async def _intent_detect(self, state: RouteState) -> RouteState:
         requests = state["requests"]
         knowledge_bases = await self._catalog.list()
-        queries = [self._followups.standalone(request.message, request.history) for request in requests]
+        queries = list(await asyncio.gather(*(self._followups.standalone(r.message, r.history) for r in requests)))
         guesses = list(
             await asyncio.gather(
                 *(self._offline_guess(r, q.text, knowledge_bases) for r, q in zip(requests, queries, strict=True))

@@ -34,6 +34,8 @@ class RouteOut(BaseModel):
     worker_name: str
     worker_names: list[str]  # every worker of the plan: one, or several when `agent_types` asked for them
     query: str  # what routing and retrieval searched for: the message, or a follow-up made to stand alone
+    query_method: str  # how: `as_written`, `offline` (an earlier turn's subject carried) or `model` (rewritten)
+    query_note: str  # why the model's rewrite was not used, when it was asked for one ("" otherwise)
     agent_reason: str  # why this agent: the request named it, or the question's shape chose it
 
     @classmethod
