@@ -31,6 +31,7 @@ from backend.application.ports.chat_model import ChatModel
 from backend.application.ports.conversation_store import ConversationStore
 from backend.application.ports.graph_store import GraphStore
 from backend.application.ports.ingestion import Extractor
+from backend.application.ports.router import FollowUps
 from backend.application.rag.kb_handlers import KnowledgeBaseHandlerFactory
 from backend.application.rag.rag_manager import RagManager, RetrievalLimits
 from backend.application.routing.policy import RoutingPolicy, RoutingSettings
@@ -77,6 +78,7 @@ from backend.infrastructure.routing.background import WordfreqRarity
 from backend.infrastructure.routing.content import ContentRouter
 from backend.infrastructure.routing.followups import OfflineFollowUps
 from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier
+from backend.infrastructure.routing.model_followups import ModelFollowUps
 from backend.infrastructure.routing.profiles import CachedKbProfiles
 from backend.infrastructure.routing.router_graph import RouterGraph
 
@@ -253,7 +255,10 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
         classifier = LlmIntentClassifier(model, CachedKbProfiles(knowledge.store)) if model is not None else None
         WordfreqRarity.warm_up()
         rarity = WordfreqRarity()
-        content, followups = ContentRouter(knowledge.store, rarity), OfflineFollowUps(rarity)
+        content, offline = ContentRouter(knowledge.store, rarity), OfflineFollowUps(rarity)
+        followups: FollowUps = offline
+        if model is not None:  # one rewrite call for a follow-up that refers back, the offline query its fallback
+            followups = ModelFollowUps(model, offline, settings.routing.llm_timeout_s)
         router = RouterGraph(catalog, policy, content, followups, classifier, settings.routing.llm_timeout_s)
         turns = TurnService(
             store,

@@ -14,6 +14,7 @@ from backend.application.chat.stream_executor import ChatStreamExecutor
 from backend.application.chat.stream_handler import StreamHandler
 from backend.application.chat.turns import TurnLimits, TurnService
 from backend.application.ports.chat_model import ChatModel
+from backend.application.ports.router import FollowUps
 from backend.application.rag.rag_manager import RagManager, RetrievalLimits
 from backend.application.routing.policy import RoutingPolicy, RoutingSettings
 from backend.domain.knowledge_base import KnowledgeBase
@@ -25,6 +26,9 @@ from backend.infrastructure.persistence.memory.conversation_store import InMemor
 from backend.infrastructure.routing.background import WordfreqRarity
 from backend.infrastructure.routing.content import ContentRouter
 from backend.infrastructure.routing.followups import OfflineFollowUps
+from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier
+from backend.infrastructure.routing.model_followups import ModelFollowUps
+from backend.infrastructure.routing.profiles import CachedKbProfiles
 from backend.infrastructure.routing.router_graph import RouterGraph
 from tests.support.fakes import FakeAgent
 from tests.support.memory_graph import MemoryGraph
@@ -53,15 +57,24 @@ def wire(
     agent_timeout_s: float = 2.0,
     pipeline: EventPipeline | None = None,
     budgets: BudgetPolicy | None = None,
+    router_model: ChatModel | None = None,
 ) -> Wired:
+    """`model` generates the answers; `router_model`, when given, also classifies and rewrites follow-ups (as the
+    service does with one model: pass the same one)."""
     catalog = static_catalog(kbs)
     store = store or InMemoryConversationStore()
     pool = RAGAgentManager({agent.agent_type: lambda kb, res: agent}, AgentResources(None, None))  # type: ignore[arg-type]
     generator = AnswerGenerator(model, ExtractiveAnswerer())
     rag = RagManager(pool, RetrievalLimits(agent_timeout_s=agent_timeout_s))
-    content = ContentRouter(MemoryGraph(), WordfreqRarity())  # no KB holds anything: keywords decide
+    graph = MemoryGraph()
+    content = ContentRouter(graph, WordfreqRarity())  # no KB holds anything: keywords decide
     policy = RoutingPolicy(RoutingSettings(), pool.available_agent_types)
-    router = RouterGraph(catalog, policy, content, OfflineFollowUps(WordfreqRarity()))
+    followups: FollowUps = OfflineFollowUps(WordfreqRarity())
+    classifier = None
+    if router_model is not None:
+        followups = ModelFollowUps(router_model, OfflineFollowUps(WordfreqRarity()), timeout_s=2.0)
+        classifier = LlmIntentClassifier(router_model, CachedKbProfiles(graph))
+    router = RouterGraph(catalog, policy, content, followups, classifier, llm_timeout_s=2.0)
     turns = TurnService(store, catalog, pool.available_agent_types, TurnLimits(max_message_chars=2000))
     saver = AnswerSaver(turns)
     stream = StreamHandler(turns, router, ChatStreamExecutor(rag, generator), pipeline, budgets, saver)

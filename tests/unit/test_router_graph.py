@@ -8,7 +8,7 @@ import pytest
 from backend.application.ports.chat_model import ModelDelta
 from backend.application.routing.policy import RoutingPolicy, RoutingSettings
 from backend.domain.agent_types import KNOWN_AGENT_TYPES
-from backend.domain.conversation import Message
+from backend.domain.conversation import Message, Role
 from backend.domain.errors import AgentUnavailable
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.routing import RequestedRoute
@@ -17,6 +17,7 @@ from backend.infrastructure.routing.background import WordfreqRarity
 from backend.infrastructure.routing.content import ContentRouter
 from backend.infrastructure.routing.followups import OfflineFollowUps
 from backend.infrastructure.routing.llm_classifier import LlmIntentClassifier, parse_routing_reply
+from backend.infrastructure.routing.model_followups import ModelFollowUps
 from backend.infrastructure.routing.profiles import CachedKbProfiles
 from backend.infrastructure.routing.router_graph import RouterGraph
 from tests.support.memory_graph import MemoryGraph
@@ -270,3 +271,22 @@ async def test_a_message_the_model_may_classify_runs_alone_so_others_never_wait_
     assert general.worker_name == "" and asyncio.get_running_loop().time() - started < 0.25
     assert not slow.done()
     assert (await slow).method == "llm" and model.calls == 1
+
+
+async def test_a_follow_up_the_model_rewrites_runs_alone_so_others_never_wait_for_it() -> None:
+    model = ScriptedModel("Which director made Casablanca?", delay_s=0.5)
+    followups = ModelFollowUps(model, OfflineFollowUps(WordfreqRarity()), timeout_s=2.0)
+    policy = RoutingPolicy(RoutingSettings(), KNOWN_AGENT_TYPES)
+    graph = RouterGraph(static_catalog(KBS), policy, ContentRouter(MemoryGraph(), WordfreqRarity()), followups)
+    history = (Message(Role.USER, "Tell me about the film Casablanca."), Message(Role.ASSISTANT, "A 1942 film."))
+    # The request names the KB and no classifier is configured: only the rewrite calls the model.
+    slow = asyncio.create_task(
+        graph.route(message="Who directed it?", session_id="s", requested=asked("movie", None), history=history)
+    )
+    await asyncio.sleep(0.01)
+    started = asyncio.get_running_loop().time()
+    other = await graph.route(message="When is the exam?", session_id="s", requested=asked("edu", None))
+    assert other.kb_prefix == "edu" and asyncio.get_running_loop().time() - started < 0.25
+    assert not slow.done()
+    decision = await slow
+    assert (decision.query, decision.query_method, model.calls) == ("Which director made Casablanca?", "model", 1)

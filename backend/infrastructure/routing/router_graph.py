@@ -95,7 +95,7 @@ class RouterGraph:
         self, *, message: str, session_id: str, requested: RequestedRoute, history: Sequence[Message] = ()
     ) -> RouteDecision:
         request = RouteRequest(message, session_id, requested, tuple(history))
-        if self._model_can_change_outcome(requested) or self._followups.asks_model(message, history):
+        if self._model_can_change_outcome(requested) or self._rewrites_with_model(request):
             return (await self._run([request]))[0]
         return await self.shared_runs.submit(request)
 
@@ -126,7 +126,7 @@ class RouterGraph:
     async def _intent_detect(self, state: RouteState) -> RouteState:
         requests = state["requests"]
         knowledge_bases = await self._catalog.list()
-        queries = list(await asyncio.gather(*(self._followups.standalone(r.message, r.history) for r in requests)))
+        queries = list(await asyncio.gather(*(self._standalone(request) for request in requests)))
         guesses = list(
             await asyncio.gather(
                 *(self._offline_guess(r, q.text, knowledge_bases) for r, q in zip(requests, queries, strict=True))
@@ -145,6 +145,21 @@ class RouterGraph:
                 guesses[index] = guess
         known = {kb.kb_prefix: kb for kb in knowledge_bases}
         return {"queries": queries, "guesses": guesses, "knowledge_bases": known}
+
+    async def _standalone(self, request: RouteRequest) -> StandaloneQuery:
+        if self._searches_nothing(request.requested):
+            return StandaloneQuery(request.message)
+        return await self._followups.standalone(request.message, request.history)
+
+    def _searches_nothing(self, requested: RequestedRoute) -> bool:
+        """Whether the request decides general chat: nothing is searched for, so a follow-up needs no standalone
+        query (the answer's model reads the history)."""
+        return requested.kb is None and not self._policy.may_reroute(requested)
+
+    def _rewrites_with_model(self, request: RouteRequest) -> bool:
+        if self._searches_nothing(request.requested):
+            return False
+        return self._followups.asks_model(request.message, request.history)
 
     async def _offline_guess(
         self, request: RouteRequest, query: str, knowledge_bases: Sequence[KnowledgeBase]
