@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -38,6 +38,23 @@ class ChunkIndex(Protocol):
 
     async def chunk_embeddings(self, kb: str, chunk_ids: Sequence[str]) -> dict[str, Vector]:
         """The stored vectors of these chunks (a chunk without one, or unknown, is left out)."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class TermCounts:
+    """A KB's profile for some routing terms (`routing_terms.py`): its chunk count and how many chunks hold each
+    term (a term none holds is left out)."""
+
+    chunks: int
+    frequencies: Mapping[str, int]
+
+
+class TermProfiles(Protocol):
+    """Each KB's routing-term profile, kept by the store in the transaction that writes or deletes a document."""
+
+    async def term_frequencies(self, kbs: Sequence[str], terms: Sequence[str]) -> dict[str, TermCounts]:
+        """Every KB of `kbs` (one unknown or empty holds 0 chunks), in one read whatever their number."""
         ...
 
 

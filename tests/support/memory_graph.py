@@ -35,7 +35,8 @@ from backend.domain.graph import (
     RelationRecord,
 )
 from backend.domain.knowledge_base import KbOverview
-from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
+from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, TermCounts, Vector
+from backend.graphrag_agent.routing_terms import routing_terms
 from backend.graphrag_agent.text import content_terms, fulltext_query_terms, fulltext_terms, split_sentences
 from backend.infrastructure.graph_store.merge import merge_entity, merge_relation, relation_key
 
@@ -179,6 +180,7 @@ class _Kb:
     entity_vectors: dict[str, Vector] = field(default_factory=dict)
     communities: list[CommunityRecord] = field(default_factory=list)
     community_vectors: dict[str, Vector] = field(default_factory=dict)
+    profile: Counter[str] = field(default_factory=Counter)  # routing term → chunks holding it
     entities: dict[str, EntityRecord] = field(default_factory=dict)
     entity_tokens: dict[str, Counter[str]] = field(default_factory=dict)
     relations: dict[tuple[str, str], RelationRecord] = field(default_factory=dict)
@@ -204,6 +206,7 @@ class MemoryGraph:
         for chunk, vector in zip(graph.chunks, chunk_vectors, strict=True):
             tokens = Counter(_fts_tokens(f"{graph.document.title}\n{chunk.text}"))
             state.chunks[chunk.chunk_id] = _Chunk(chunk, graph.document.title, np.asarray(vector, np.float32), tokens)
+            state.profile.update(routing_terms(f"{graph.document.title}\n{chunk.text}"))
         for mention in graph.entity_mentions:
             state.entity_mentions[mention.entity_id].append(mention)
             state.mentions_of_chunk[mention.chunk_id].add(mention.entity_id)
@@ -238,6 +241,15 @@ class MemoryGraph:
         self.calls.append((method, kb))
         await asyncio.sleep(self._delay_s)
         return self._kbs[kb] if kb in self._kbs else _Kb()
+
+    async def term_frequencies(self, kbs: Sequence[str], terms: Sequence[str]) -> dict[str, TermCounts]:
+        self.calls.extend(("term_frequencies", kb) for kb in kbs)
+        await asyncio.sleep(self._delay_s)
+        found = {kb: self._kbs[kb] if kb in self._kbs else _Kb() for kb in kbs}
+        return {
+            kb: TermCounts(len(state.chunks), {t: state.profile[t] for t in terms if state.profile[t] > 0})
+            for kb, state in found.items()
+        }
 
     async def search_chunks_fulltext(self, kb: str, query: str, limit: int) -> list[ChunkHit]:
         state = await self._enter("search_chunks_fulltext", kb)

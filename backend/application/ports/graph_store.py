@@ -12,6 +12,8 @@ Rules every adapter follows:
   of it or none of it. Entities are merged by id across documents; relations by their unordered
   pair of entity ids. `upsert_documents` writes several the same way, each still all-or-none; a store
   may group them into fewer transactions (it saves Neo4j a commit and a merge per document).
+- Each KB's routing profile (`TermProfiles`: its chunk count, and per routing term the chunks that hold it) is
+  changed in the transaction that writes, replaces or deletes a document, so it never disagrees with the chunks.
 - `delete_document` removes the document, its chunks and their mentions; entities and relations
   left without any mention are removed with their community memberships; the merged description,
   type and weight of what remains are recomputed from the remaining mentions.
@@ -27,7 +29,7 @@ from typing import Protocol
 
 from backend.domain.graph import CommunityRecord, DocumentGraph, DocumentRecord, EntityGraph
 from backend.domain.knowledge_base import KbOverview, KnowledgeBase
-from backend.graphrag_agent.ports import GraphReader, Vector
+from backend.graphrag_agent.ports import GraphReader, TermProfiles, Vector
 
 
 @dataclass(frozen=True, slots=True)
@@ -56,7 +58,7 @@ class GraphCounts:
     communities: int = 0
 
 
-class GraphStore(GraphReader, Protocol):
+class GraphStore(GraphReader, TermProfiles, Protocol):
     async def ping(self) -> None:
         """Raise `StoreUnavailable` unless the store answers."""
         ...

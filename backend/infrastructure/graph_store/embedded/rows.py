@@ -21,8 +21,10 @@ from backend.domain.errors import InvalidRequest
 from backend.domain.graph import CommunityRecord, DocumentGraph, DocumentRecord
 from backend.graphrag_agent.ports import Vector
 from backend.graphrag_agent.text import fulltext_terms
+from backend.infrastructure.graph_store.embedded.profile import profile_json
 from backend.infrastructure.graph_store.embedded.schema import kb_token
 from backend.infrastructure.graph_store.merge import relation_key
+from backend.infrastructure.graph_store.profile import document_profile
 from backend.infrastructure.graph_store.validation import check_communities, check_document, utc_timestamp
 
 ChunkRow = tuple[str, str, str, int, str, int, int, bytes]
@@ -39,6 +41,7 @@ class DocumentRows:
     created_at: str | None  # None: keep the stored one, or now for a new document
     chunks: list[ChunkRow]
     chunk_terms: list[tuple[str, str, str, str]]  # (terms, kb token, kb, chunk_id)
+    profile: str  # JSON: routing term → chunks of the document that hold it (`graph_store/profile.py`)
     chunk_dimension: int | None
     entity_mentions: list[MentionRow]
     relation_mentions: list[RelationMentionRow]
@@ -103,6 +106,7 @@ def document_rows(
             (" ".join(fulltext_terms(f"{document.title}\n{c.text}")), kb_token(kb), kb, c.chunk_id)
             for c in graph.chunks
         ],
+        profile=profile_json(document_profile(graph)),
         chunk_dimension=one_dimension([row[7] for row in chunks], "chunk"),
         entity_mentions=mentions,
         relation_mentions=_relation_mention_rows(kb, graph),

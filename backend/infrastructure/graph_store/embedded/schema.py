@@ -6,6 +6,11 @@ as well: it keys their FTS5 rows and the rows of the in-memory vector matrices.
 
 The FTS5 tables index a KB token beside the terms: a search ANDs it into the match, so the index itself
 keeps to one KB instead of every match being looked up and filtered afterwards.
+
+The routing profile (`graph_store/profile.py`): `routing_terms` counts the chunks of each KB that hold each
+routing term, keyed by term first so that one statement reads any number of KBs for a message's terms;
+`document_terms` keeps what each document added, for its delete. Version 2 added them: opening a version 1 file
+computes the profile of every stored document (`profile.py`).
 """
 
 from __future__ import annotations
@@ -13,7 +18,9 @@ from __future__ import annotations
 import hashlib
 import sqlite3
 
-SCHEMA_VERSION = 1
+from backend.infrastructure.graph_store.embedded.profile import fill_profiles
+
+SCHEMA_VERSION = 2
 
 _TABLES = (
     "CREATE TABLE IF NOT EXISTS store_meta (key TEXT PRIMARY KEY, value TEXT NOT NULL)",
@@ -65,20 +72,30 @@ _TABLES = (
         kb TEXT NOT NULL, community_id TEXT NOT NULL, entity_id TEXT NOT NULL,
         PRIMARY KEY (kb, community_id, entity_id)) WITHOUT ROWID""",
     "CREATE INDEX IF NOT EXISTS community_members_by_entity ON community_members (kb, entity_id)",
+    """CREATE TABLE IF NOT EXISTS routing_terms (
+        term TEXT NOT NULL, kb TEXT NOT NULL, chunks INTEGER NOT NULL, PRIMARY KEY (term, kb)) WITHOUT ROWID""",
+    # `terms`: a JSON object, routing term → the document's chunks that hold it.
+    """CREATE TABLE IF NOT EXISTS document_terms (
+        kb TEXT NOT NULL, doc_id TEXT NOT NULL, terms TEXT NOT NULL, PRIMARY KEY (kb, doc_id)) WITHOUT ROWID""",
 )
 
 
 def create_schema(raw: sqlite3.Connection) -> None:
-    """Create the tables (idempotent) and refuse a file written by a newer schema."""
+    """Create the tables (idempotent), bring an older file up to this version, refuse a newer one."""
     for statement in _TABLES:
         raw.execute(statement)
     row = raw.execute("SELECT value FROM store_meta WHERE key = 'schema_version'").fetchone()
     if row is None:
         raw.execute("INSERT INTO store_meta (key, value) VALUES ('schema_version', ?)", (str(SCHEMA_VERSION),))
-    elif int(row[0]) > SCHEMA_VERSION:
+        return
+    version = int(row[0])
+    if version > SCHEMA_VERSION:
         raise sqlite3.DatabaseError(
             f"graph store schema version {row[0]} is newer than this program understands ({SCHEMA_VERSION})"
         )
+    if version < 2:
+        fill_profiles(raw)
+    raw.execute("UPDATE store_meta SET value = ? WHERE key = 'schema_version'", (str(SCHEMA_VERSION),))
 
 
 def kb_token(kb: str) -> str:

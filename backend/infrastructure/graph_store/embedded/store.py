@@ -29,10 +29,10 @@ from backend.domain.graph import (
     RelationRecord,
 )
 from backend.domain.knowledge_base import KbOverview, KnowledgeBase
-from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
+from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, TermCounts, Vector
 from backend.infrastructure.graph_store.base import GraphStoreBase, capped
 from backend.infrastructure.graph_store.bulk_load import bulk_load_without_suspension
-from backend.infrastructure.graph_store.embedded import reads, writes
+from backend.infrastructure.graph_store.embedded import profile, reads, writes
 from backend.infrastructure.graph_store.embedded.community_cache import CommunityCache
 from backend.infrastructure.graph_store.embedded.connection import (
     CancellableConnection,
@@ -135,6 +135,11 @@ class EmbeddedGraphStore(GraphStoreBase):
         return await self._write(
             "delete_document", lambda raw: writes.delete_document(raw, kb, doc_id), kb, writes.DOCUMENT_KINDS
         )
+
+    async def term_frequencies(self, kbs: Sequence[str], terms: Sequence[str]) -> dict[str, TermCounts]:
+        if not kbs:
+            return {}
+        return await self._read("term_frequencies", lambda raw: profile.term_frequencies(raw, kbs, terms))
 
     async def counts(self, kb: str) -> GraphCounts:
         return await self._read("counts", lambda raw: reads.counts(raw, kb))

@@ -15,6 +15,7 @@ from backend.domain.errors import InvalidRequest
 from backend.domain.graph import EntityMention, RelationMention
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.text import fulltext_terms
+from backend.infrastructure.graph_store.embedded import profile
 from backend.infrastructure.graph_store.embedded.rows import (
     CommunityRow,
     CommunityRows,
@@ -88,6 +89,7 @@ def _remove_document_rows(raw: sqlite3.Connection, kb: str, doc_id: str) -> tupl
     raw.execute("DELETE FROM relation_mentions WHERE kb = ? AND doc_id = ?", params)
     raw.execute("DELETE FROM chunks_fts WHERE rowid IN (SELECT id FROM chunks WHERE kb = ? AND doc_id = ?)", params)
     raw.execute("DELETE FROM chunks WHERE kb = ? AND doc_id = ?", params)
+    profile.remove_document(raw, kb, doc_id)
     return entities, relations
 
 
@@ -124,6 +126,7 @@ def _insert_document(raw: sqlite3.Connection, rows: DocumentRows, created_at: st
         "INSERT INTO chunks_fts (rowid, terms, kb_token) SELECT id, ?, ? FROM chunks WHERE kb = ? AND chunk_id = ?",
         rows.chunk_terms,
     )
+    profile.add_document(raw, rows.kb, rows.doc_id, rows.profile)
     raw.executemany(
         """INSERT INTO entity_mentions (kb, entity_id, chunk_id, position, doc_id, name, type, description)
         VALUES (?, ?, ?, ?, ?, ?, ?, ?)""",

@@ -22,6 +22,7 @@ from backend.domain.graph import ChunkRecord, CommunityRecord, DocumentGraph
 from backend.graphrag_agent.ports import Vector
 from backend.graphrag_agent.text import fulltext_terms
 from backend.infrastructure.graph_store.merge import relation_key
+from backend.infrastructure.graph_store.profile import document_profile
 from backend.infrastructure.graph_store.validation import check_communities, check_document, utc_timestamp
 
 Params = dict[str, Any]
@@ -123,6 +124,8 @@ class DocumentParams:
     relation_pairs: frozenset[tuple[str, str]]
     chunk_dimension: int | None
     entity_dimension: int | None
+    profile_terms: list[str]  # the document's routing terms (`graph_store/profile.py`), sorted
+    profile_chunks: list[int]  # how many of its chunks hold each
 
 
 def document_params(
@@ -135,6 +138,7 @@ def document_params(
     mentioned = {m.entity_id for m in graph.entity_mentions}
     offered = {e: stored_vector(v, f"entity {e}") for e, v in entity_vectors.items() if e in mentioned}
     relation_mentions = _relation_mentions(kb, graph)
+    profile = document_profile(graph)
     return DocumentParams(
         kb=kb,
         uid=node_uid(kb, document.doc_id),
@@ -156,6 +160,8 @@ def document_params(
         relation_pairs=frozenset((m["source_id"], m["target_id"]) for m in relation_mentions),
         chunk_dimension=one_dimension(vectors, "chunk"),
         entity_dimension=one_dimension(list(offered.values()), "entity"),
+        profile_terms=list(profile),
+        profile_chunks=list(profile.values()),
     )
 
 

@@ -19,6 +19,8 @@ Graph model (SPEC §8):
       relation as one chunk states it, kept so that deletes can recompute the merged RELATED values;
       `doc` is its document's uid, `pair` a hash of (kb, source id, target id).
   (:CommunitySet {uid, kb, refresh})  internal: one per KB, the lock and ticket of community refreshes.
+  (:RoutingTerm {uid, kb, kbt, term, chunks})  the KB's routing profile (`graph_store/profile.py`): the chunks
+      holding `term`; uid is `kbt:term`. A Document keeps what it added as `profile_terms`, `profile_chunks`.
 The fulltext indexes cover `kbt` too, so that Lucene itself scopes a search to its KB. `embedding` is
 absent for a zero vector (cosine is undefined there); `has_embedding` says a vector was given at all.
 """
@@ -134,6 +136,27 @@ CALL ({imports}) {{ MATCH (c:Chunk)-[:PART_OF]->(:Document {{uid: {uid}}}) DETAC
 """
 
 
+# A document's routing profile: taken back from its KB's terms (`d`'s stored lists; a term left at zero goes),
+# and added ($kbt and the row `p`'s lists, sorted by term: writers lock a KB's terms in one order).
+_TAKE_PROFILE = """
+CALL (d) {
+    UNWIND range(0, size(coalesce(d.profile_terms, [])) - 1) AS i
+    MATCH (t:RoutingTerm {uid: $kbt + ':' + d.profile_terms[i]})
+    SET t.chunks = t.chunks - d.profile_chunks[i]
+    WITH t WHERE t.chunks <= 0
+    DELETE t
+}
+"""
+_ADD_PROFILE = """
+CALL (d, p) {
+    UNWIND range(0, size(p.profile_terms) - 1) AS i
+    MERGE (t:RoutingTerm {uid: $kbt + ':' + p.profile_terms[i]})
+    ON CREATE SET t.kb = $kb, t.kbt = $kbt, t.term = p.profile_terms[i], t.chunks = 0
+    SET t.chunks = t.chunks + p.profile_chunks[i]
+}
+SET d.profile_terms = p.profile_terms, d.profile_chunks = p.profile_chunks
+"""
+
 # What a delete must know first: is the document there, and what it held. Read under the document's write lock
 # (SET/REMOVE of a marker), so that two writers of one document run one after the other.
 LOCK_DOCUMENT_FOR_DELETE: Final = """
@@ -183,6 +206,8 @@ CALL (p) {
     WITH d, p, d.created_at AS created_at, """
     + _held("p.uid")
     + _remove_content("p.uid", "p")
+    + _TAKE_PROFILE
+    + _ADD_PROFILE
     + """
     SET d.kb = $kb, d.kbt = $kbt, d.id = p.doc.id, d.title = p.doc.title, d.metadata = p.doc.metadata,
         d.source = p.doc.source, d.skey = p.doc.skey, d.chunk_count = p.doc.chunk_count,
@@ -233,7 +258,12 @@ SET e._lock = true REMOVE e._lock"""
 DELETE_DOCUMENT: Final = (
     _remove_content("$uid", "")
     + """
-CALL () { MATCH (d:Document {uid: $uid}) DETACH DELETE d }"""
+CALL () {
+    MATCH (d:Document {uid: $uid})"""
+    + _TAKE_PROFILE
+    + """
+    DETACH DELETE d
+}"""
     + MERGE_INPUTS
 )
 
@@ -489,8 +519,38 @@ COMMUNITY_VECTOR_INDEXED: Final = _vector_indexed(COMMUNITY_VECTOR_INDEX, _COMMU
 
 PING: Final = "RETURN 1 AS ok"
 
+# -- the routing profile ---------------------------------------------------------------------------------------
+
+# $uids: `kbt:term` of every (KB, term) asked: one unique-index seek each, whatever the KBs' size.
+TERM_FREQUENCIES: Final = (
+    "UNWIND $uids AS uid MATCH (t:RoutingTerm {uid: uid}) WITH t.kb AS kb, t.term AS term, t.chunks AS chunks"
+    + _rows("kb", "term", "chunks")
+)
+
+# Documents written before the store kept profiles (`neo4j/profile.py` counts them when the store opens).
+DOCUMENTS_WITHOUT_PROFILE: Final = """
+MATCH (d:Document) WHERE d.profile_terms IS NULL
+WITH d LIMIT $limit
+RETURN d.uid AS uid, d.kb AS kb, d.title AS title,
+    COLLECT { MATCH (c:Chunk)-[:PART_OF]->(d) RETURN c.text ORDER BY c.ordinal } AS texts"""
+
+# Under each document's write lock, so that two processes opening the store count a document once.
+ADD_PROFILES: Final = """
+UNWIND $documents AS p
+MATCH (d:Document {uid: p.uid})
+SET d._lock = true REMOVE d._lock
+WITH d, p WHERE d.profile_terms IS NULL
+CALL (d, p) {
+    UNWIND range(0, size(p.profile_terms) - 1) AS i
+    MERGE (t:RoutingTerm {uid: d.kbt + ':' + p.profile_terms[i]})
+    ON CREATE SET t.kb = d.kb, t.kbt = d.kbt, t.term = p.profile_terms[i], t.chunks = 0
+    SET t.chunks = t.chunks + p.profile_chunks[i]
+}
+SET d.profile_terms = p.profile_terms, d.profile_chunks = p.profile_chunks"""
+
 # Everything this store writes, in every KB: for test fixtures that own the whole database.
 DELETE_ALL_GRAPH_NODES: Final = """
 MATCH (n)
 WHERE n:KnowledgeBase OR n:Document OR n:Chunk OR n:Entity OR n:Community OR n:RelationMention OR n:CommunitySet
+    OR n:RoutingTerm
 DETACH DELETE n"""

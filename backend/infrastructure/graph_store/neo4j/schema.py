@@ -45,6 +45,10 @@ _CONSTRAINTS: Final[tuple[tuple[str, LiteralString], ...]] = (
         "graphrag_community_set_uid",
         "CREATE CONSTRAINT graphrag_community_set_uid IF NOT EXISTS FOR (n:CommunitySet) REQUIRE n.uid IS UNIQUE",
     ),
+    (
+        "graphrag_routing_term_uid",
+        "CREATE CONSTRAINT graphrag_routing_term_uid IF NOT EXISTS FOR (n:RoutingTerm) REQUIRE n.uid IS UNIQUE",
+    ),
 )
 
 _RANGE_INDEXES: Final[tuple[tuple[str, LiteralString], ...]] = (

@@ -48,11 +48,11 @@ from backend.domain.graph import (
     RelationRecord,
 )
 from backend.domain.knowledge_base import KbOverview, KnowledgeBase
-from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
+from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, TermCounts, Vector
 from backend.graphrag_agent.text import fulltext_query_terms
 from backend.infrastructure.graph_store.base import GraphStoreBase, capped
 from backend.infrastructure.graph_store.bulk_load import NothingSuspended
-from backend.infrastructure.graph_store.neo4j import community_refresh, writes
+from backend.infrastructure.graph_store.neo4j import community_refresh, profile, writes
 from backend.infrastructure.graph_store.neo4j import queries as q
 from backend.infrastructure.graph_store.neo4j.community_refresh import DEFAULT_BATCHES, BatchLimits
 from backend.infrastructure.graph_store.neo4j.errors import (
@@ -383,6 +383,7 @@ class Neo4jGraphStore(GraphStoreBase):
                 return
             with self._translated("creating the schema"):
                 self._index_dimensions = await ensure_schema(self._driver, self._database, self._pending_dimension)
+                await profile.fill_profiles(self._driver, self._database)
             self._pending_dimension = None
 
     async def _ready(self) -> None:
@@ -506,6 +507,10 @@ class Neo4jGraphStore(GraphStoreBase):
             _log.warning("the vector indexes suspended for a bulk load are not built yet: %s", error.message)
         else:
             _log.info("Neo4j vector indexes online %.1f s after the bulk load", time.perf_counter() - started)
+
+    async def term_frequencies(self, kbs: Sequence[str], terms: Sequence[str]) -> dict[str, TermCounts]:
+        rows = await self._read_rows("term_frequencies", q.TERM_FREQUENCIES, uids=profile.term_uids(kbs, terms))
+        return profile.term_counts(kbs, rows)
 
     async def counts(self, kb: str) -> GraphCounts:
         found = (await self._read("counts", q.COUNTS, **kb_scope(kb)))[0]

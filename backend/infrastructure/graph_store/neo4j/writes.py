@@ -69,6 +69,8 @@ def _document_row(p: DocumentParams) -> dict[str, Any]:
         "entities": p.entities,
         "mentions": p.mentions,
         "relation_mentions": p.relation_mentions,
+        "profile_terms": p.profile_terms,
+        "profile_chunks": p.profile_chunks,
     }
 
 
@@ -80,7 +82,9 @@ async def delete_document(tx: AsyncManagedTransaction, kb: str, doc_id: str) -> 
     pairs = _pair_keys(kb, {(s, t) for s, t in state["pairs"]})
     entity_uids = sorted(node_uid(kb, e) for e in state["entity_ids"])
     await run(tx, q.LOCK_ENTITIES, entity_uids=entity_uids)
-    [inputs] = await run(tx, q.DELETE_DOCUMENT, uid=uid, entity_uids=entity_uids, pairs=sorted(pairs))
+    [inputs] = await run(
+        tx, q.DELETE_DOCUMENT, uid=uid, entity_uids=entity_uids, pairs=sorted(pairs), kbt=kb_scope(kb)["kbt"]
+    )
     await _apply_merges(tx, kb, inputs, pairs)
     return True
 
