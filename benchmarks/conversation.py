@@ -7,15 +7,18 @@ dataset's dev questions should reach its KB; the orchard's are its QUESTIONS.md 
 small talk and requests no KB covers (`benchmarks/data/conversation.json`, written here) should reach general
 chat. A second check serves the orchard alone, marked default, as `scripts/run.sh` does.
 
-The router is the product's (`RouterGraph` with its policy, keyword heuristic and `ContentRouter`), offline
-(no model), over the indexes retrieval_quality builds and caches (built here when missing). The baseline is
+The router is the product's (`RouterGraph` with its policy, keyword heuristic and `ContentRouter`: the KBs'
+routing profiles, then the fulltext index of the likeliest), offline (no model), over the indexes
+retrieval_quality builds and caches (built here when missing). The baseline is
 BM25 as a router: every KB's documents in a `bm25s` index, the message goes to the KB whose best document
 scores highest, and to general chat when no KB has a document sharing a word with it.
 
 Routing latency is the router's `route()` per message, over the embedded store (p50/p95): on the four KBs
 above, and at scale, on one embedded store (as the service keeps them) with ten KBs of 5,000 chunks each. Those
 are cut from every passage of the three datasets by the product's chunker; each KB takes another window of
-them, so their indexes differ. The scale run routes a sample of the routing set's messages, spread over it.
+them, so their indexes differ. They are written as documents through the store's upserts, which keep the KBs'
+routing profiles as the indexer's writes do. The scale run routes a sample of the routing set's messages, spread
+over it.
 
 Follow-ups: each 2wiki dev question that names its subjects (gold passage titles written in it) is asked in
 two turns: "Tell me about X." (or "X and Y"), then the question with X referred to ("their" for "X's",
@@ -24,8 +27,10 @@ two turns: "Tell me about X." (or "X and Y"), then the question with X referred 
 standalone query it builds is compared per agent with the whole question's and with the second turn as
 written.
 
-Run:  python -m benchmarks.conversation [--quick]
-`--quick`: the first 100 CMRC questions instead of all 1,073.
+Run:  python -m benchmarks.conversation [--quick] [--reuse-stale]
+`--quick`: the first 100 CMRC questions instead of all 1,073. `--reuse-stale`: route over the newest cached
+quality indexes even when other indexing code built them (retrieval_quality's option; a store opened by newer
+code brings its schema up to date).
 Writes benchmarks/results/conversation.json (`--quick`: conversation_quick.json).
 """
 
@@ -58,11 +63,11 @@ from backend.domain.graph import ChunkRecord, DocumentGraph, DocumentRecord
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.routing import RequestedRoute
 from backend.graphrag_agent.chunking import chunk_text
-from backend.graphrag_agent.ports import ChunkHit, ChunkIndex, Vector
+from backend.graphrag_agent.ports import ChunkHit, TermCounts, Vector
 from backend.infrastructure.knowledge.loaders import FileDocumentLoader
 from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.routing.background import WordfreqRarity
-from backend.infrastructure.routing.content import ContentRouter
+from backend.infrastructure.routing.content import ContentRouter, KbContents
 from backend.infrastructure.routing.followups import OfflineFollowUps
 from backend.infrastructure.routing.router_graph import RouterGraph
 from benchmarks.graph_indexing import Wiring, bench_settings
@@ -118,13 +123,22 @@ def routing_set(kbs: Sequence[RoutingKb]) -> list[tuple[str, str]]:
 
 
 class KbIndexes:
-    """The chunk index of several embedded stores as one, one KB per store (the cached quality indexes)."""
+    """The profiles and chunk indexes of several embedded stores as one, one KB per store (the cached quality
+    indexes)."""
 
     def __init__(self) -> None:
         self._stores: dict[str, tuple[GraphStore, str]] = {}
 
     def add(self, kb_prefix: str, store: GraphStore, stored_as: str) -> None:
         self._stores[kb_prefix] = (store, stored_as)
+
+    async def term_frequencies(self, kbs: Sequence[str], terms: Sequence[str]) -> dict[str, TermCounts]:
+        known = [kb for kb in kbs if kb in self._stores]
+        found = await asyncio.gather(
+            *(self._stores[kb][0].term_frequencies([self._stores[kb][1]], terms) for kb in known)
+        )
+        counts = {kb: next(iter(one.values())) for kb, one in zip(known, found, strict=True)}
+        return {kb: counts.get(kb, TermCounts(0, {})) for kb in kbs}
 
     async def search_chunks_fulltext(self, kb: str, query: str, limit: int) -> list[ChunkHit]:
         store, stored_as = self._stores[kb]
@@ -139,11 +153,13 @@ class KbIndexes:
         return await store.chunk_embeddings(stored_as, chunk_ids)
 
 
-async def open_indexes(kbs: Sequence[RoutingKb], stack: AsyncExitStack, scratch: Path) -> KbIndexes:
+async def open_indexes(
+    kbs: Sequence[RoutingKb], stack: AsyncExitStack, scratch: Path, reuse_stale: bool = False
+) -> KbIndexes:
     indexes = KbIndexes()
     for entry in kbs:
         if entry.dataset is not None:
-            directory, _ = await ensure_index(entry.dataset, rebuild=False, reuse_stale=False)
+            directory, _ = await ensure_index(entry.dataset, rebuild=False, reuse_stale=reuse_stale)
             settings = bench_settings("embedded", directory, directory / "kb_registry.toml", None)
             service = await stack.enter_async_context(open_knowledge_service(settings))
             indexes.add(entry.kb.kb_prefix, Wiring.of(service).store, QUALITY_KB)
@@ -160,7 +176,7 @@ async def open_indexes(kbs: Sequence[RoutingKb], stack: AsyncExitStack, scratch:
     return indexes
 
 
-def product_router(kbs: Sequence[KnowledgeBase], indexes: ChunkIndex) -> RouterGraph:
+def product_router(kbs: Sequence[KnowledgeBase], indexes: KbContents) -> RouterGraph:
     policy = RoutingPolicy(RoutingSettings(), KNOWN_AGENT_TYPES)
     rarity = WordfreqRarity()
     return RouterGraph(static_catalog(kbs), policy, ContentRouter(indexes, rarity), OfflineFollowUps(rarity))
@@ -287,13 +303,13 @@ def misrouted(messages: Sequence[tuple[str, str]], routed: Sequence[str], limit:
     return wrong[:limit]
 
 
-async def run(quick: bool) -> dict[str, Any]:
+async def run(quick: bool, reuse_stale: bool = False) -> dict[str, Any]:
     started = time.perf_counter()
     kbs = routing_kbs(quick)
     messages = routing_set(kbs)
     with tempfile.TemporaryDirectory(prefix="conversation-") as scratch:
         async with AsyncExitStack() as stack:
-            indexes = await open_indexes(kbs, stack, Path(scratch))
+            indexes = await open_indexes(kbs, stack, Path(scratch), reuse_stale)
             router = product_router([entry.kb for entry in kbs], indexes)
             await route_all(router, messages[:5])  # warm: word lists, jieba, the stores' first reads
             log("conversation", f"routing {len(messages)} messages over {len(kbs)} KBs")
@@ -418,9 +434,12 @@ def print_follow_ups(results: dict[str, Any]) -> None:
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--quick", action="store_true")
+    parser.add_argument(
+        "--reuse-stale", action="store_true", help="use cached indexes built by other indexing code (routing work)"
+    )
     args = parser.parse_args()
     started = datetime.now(UTC)
-    results = asyncio.run(run(args.quick))
+    results = asyncio.run(run(args.quick, args.reuse_stale))
     print_table(results)
     print_follow_ups(results)
     save_result(result_path("conversation", args.quick), "conversation", machine(), started, vars(args), results)

@@ -2,16 +2,19 @@
 
 from __future__ import annotations
 
+import math
+from collections.abc import Sequence
+
 import pytest
 
 from backend.application.routing.policy import RoutingPolicy, RoutingSettings
 from backend.domain.agent_types import KNOWN_AGENT_TYPES
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.routing import RequestedRoute, RouteMethod
-from backend.graphrag_agent.ports import ChunkHit
+from backend.graphrag_agent.ports import ChunkHit, TermCounts
 from backend.infrastructure.knowledge_bases.catalog import static_catalog
 from backend.infrastructure.routing.background import WordfreqRarity
-from backend.infrastructure.routing.content import ContentRouter, asks_to_produce, is_small_talk
+from backend.infrastructure.routing.content import ContentRouter, asks_to_produce, is_small_talk, salience_credit
 from backend.infrastructure.routing.followups import OfflineFollowUps
 from backend.infrastructure.routing.router_graph import RouterGraph
 from tests.support.memory_graph import MemoryGraph, Passage, TermEmbedder, memory_graph
@@ -150,11 +153,43 @@ async def test_the_default_kb_takes_a_question_that_names_one_thing_it_holds(gra
         assert (await content_router(graph).guess(small_talk, KBS[:1])).confidence < 0.75
 
 
-async def test_probes_every_kb_once_and_only_the_catalogs(graph: MemoryGraph) -> None:
+async def test_reads_every_catalog_kbs_profile_at_once_and_probes_at_most_two(graph: MemoryGraph) -> None:
     graph.calls.clear()
     await content_router(graph).guess("Who keeps the hives?", KBS)
-    probed = sorted(kb for method, kb in graph.calls if method == "search_chunks_fulltext")
-    assert probed == sorted(kb.kb_prefix for kb in KBS)
+    read = sorted(kb for method, kb in graph.calls if method == "term_frequencies")
+    assert read == sorted(kb.kb_prefix for kb in KBS)
+    probed = [kb for method, kb in graph.calls if method == "search_chunks_fulltext"]
+    assert len(probed) <= 2 and set(probed) <= {kb.kb_prefix for kb in KBS}
+
+
+def test_salience_credits_a_term_by_how_much_more_often_a_kb_holds_it_than_general_text() -> None:
+    frequency = 1e-4  # an uncommon word: a chunk of general text seldom holds it
+    as_general_text = -math.expm1(-150 * frequency)
+    assert salience_credit(0, 100, frequency) == 0.0
+    assert salience_credit(5, 0, frequency) == 0.0
+    assert salience_credit(round(1000 * as_general_text), 1000, frequency) == pytest.approx(0.0, abs=0.02)
+    assert salience_credit(1, 1000, frequency) == 0.0  # less often than general text
+    credits = [salience_credit(held, 1000, frequency) for held in (30, 60, 120)]
+    assert 0 < credits[0] < credits[1] < credits[2] < 1
+    assert salience_credit(200, 1000, frequency) == 1.0
+    assert salience_credit(1, 10_000, 1e-9) == 1.0  # a name general text never uses: holding it says enough
+
+
+async def test_a_big_kb_holding_everyday_words_somewhere_does_not_take_small_talk() -> None:
+    """A year of chat logs mentions eggs and being sad somewhere; a kitchen's handbook is about eggs."""
+    embedder = TermEmbedder()
+    filler = [
+        Passage(f"day {n}", f"We met at the station on day {n} and talked about the weather.") for n in range(200)
+    ]
+    logs = [*filler, Passage("breakfast", "I boiled an egg and felt sad."), Passage("lunch", "Another egg.")]
+    graph = await memory_graph("logs", logs, embedder)
+    kitchen = [Passage("Eggs", "Boil the egg for six minutes."), Passage("Eggs again", "An egg boiled hard.")]
+    graph = await memory_graph("kitchen", kitchen, embedder, graph=graph)
+    kbs = [KnowledgeBase("logs", "chat logs"), KnowledgeBase("kitchen", "a kitchen handbook")]
+    router = content_router(graph)
+    assert (await router.guess("I feel a bit sad today", kbs)).confidence < 0.75
+    egg = await router.guess("How long do I boil an egg?", kbs)
+    assert egg.kb_prefix == "kitchen", egg
 
 
 def _none() -> RequestedRoute:
@@ -162,11 +197,16 @@ def _none() -> RequestedRoute:
 
 
 class _DownFor(MemoryGraph):
-    """A MemoryGraph whose fulltext search fails for one KB, as a store that went down."""
+    """A MemoryGraph whose reads fail, as a store that went down: its profiles, or one KB's fulltext index."""
 
     def __init__(self, graph: MemoryGraph, down: str) -> None:
         self.__dict__.update(graph.__dict__)
         self._down = down
+
+    async def term_frequencies(self, kbs: Sequence[str], terms: Sequence[str]) -> dict[str, TermCounts]:
+        if self._down == "profiles":
+            raise ConnectionError("store unavailable")
+        return await super().term_frequencies(kbs, terms)
 
     async def search_chunks_fulltext(self, kb: str, query: str, limit: int) -> list[ChunkHit]:
         if kb == self._down:
@@ -174,10 +214,17 @@ class _DownFor(MemoryGraph):
         return await super().search_chunks_fulltext(kb, query, limit)
 
 
-async def test_a_kb_whose_index_fails_holds_nothing_and_routing_goes_on(graph: MemoryGraph) -> None:
-    """A store that is down must not fail general chat: its KB simply finds no evidence."""
+async def test_a_store_that_cannot_be_read_holds_nothing_and_routing_goes_on(graph: MemoryGraph) -> None:
+    """A store that is down must not fail general chat: no KB finds evidence."""
+    router = ContentRouter(_DownFor(graph, "profiles"), WordfreqRarity())
+    for message in ("How are you doing today, my friend?", "How strong is Old Tobias?"):
+        guess = await router.guess(message, KBS)
+        assert (guess.kb_prefix, guess.confidence) == ("", 0.0), guess
+
+
+async def test_a_kb_whose_index_fails_keeps_what_its_profile_says(graph: MemoryGraph) -> None:
     router = ContentRouter(_DownFor(graph, "orchard"), WordfreqRarity())
     assert (await router.guess("How are you doing today, my friend?", KBS)).confidence < 0.75
-    assert (await router.guess("How strong is Old Tobias?", KBS)).kb_prefix != "orchard"
+    assert (await router.guess("How strong is Old Tobias?", KBS)).kb_prefix == "orchard"
     chats = await router.guess("When is the hot pot dinner with Wolfgang?", KBS)
     assert chats.kb_prefix == "chats" and chats.confidence >= 0.75

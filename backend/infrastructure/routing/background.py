@@ -38,11 +38,13 @@ class WordfreqRarity:
     """Implements `TermRarity`."""
 
     def weight(self, term: str) -> float:
-        frequency = max(_frequency(term), _FLOOR)
-        return max(0.0, math.log10(_EVERYDAY / frequency))
+        return max(0.0, math.log10(_EVERYDAY / self.frequency(term)))
 
     def known(self, term: str) -> bool:
         return _frequency(term) > 0
+
+    def frequency(self, term: str) -> float:
+        return max(_frequency(term), _FLOOR)
 
     @staticmethod
     def warm_up() -> None:
