@@ -289,7 +289,8 @@ def conversation_markdown(latest: J, links: dict[str, str]) -> str:
     text = "Does a message reach the knowledge base that can answer it? Four KBs created with a description and no "
     text += "keywords (2wiki passages, LiHua-World chat logs, CMRC passages, the orchard sample): each dataset's dev "
     text += "questions should reach its KB, small talk and requests no KB covers should stay in general chat. Our "
-    text += "router decides offline, over the KBs' own indexes; BM25 as a router sends a message to the KB whose best "
+    text += "router decides offline, by the KBs' routing profiles and the fulltext index of at most two of them; BM25 "
+    text += "as a router sends a message to the KB whose best "
     text += f"document scores highest. {label(section['source'])}."
     kbs = {kb: r["n"] for kb, r in ours["per_kb"].items() if kb != "general"}
     rows = [
