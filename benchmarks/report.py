@@ -309,8 +309,9 @@ def conversation_markdown(latest: J, links: dict[str, str]) -> str:
     scale = section["at_scale"]
     if scale.get("latency_ms"):
         p50, p95, top = (fmt(scale["latency_ms"][f"{q}_ms"], f) for q, f in quantiles)
-        text += f"; with {scale['kbs']} KBs of {fmt(scale['chunks_per_kb'], ',.0f')} chunks each in one store, over "
-        text += f"{scale['messages']} messages of the set: p50 {p50} ms, p95 {p95} ms (max {top} ms)"
+        text += f"; with {fmt(scale['kbs'], '.0f')} KBs of {fmt(scale['chunks_per_kb'], ',.0f')} chunks each in one "
+        text += f"store, over {fmt(scale['messages'], ',.0f')} messages of the set: "
+        text += f"p50 {p50} ms, p95 {p95} ms (max {top} ms)"
     parts.append(text + f". Goal: p95 < {GOAL_ROUTING_P95_MS:.0f} ms with 10 KBs of 5,000 chunks.")
     text = f"The orchard served alone (the only KB, marked default): accuracy {fmt(alone['kb_questions'], '.3f')} on "
     text += f"its {fmt(dig(alone, 'per_kb', 'orchard', 'n'), ',.0f')} sample questions and paraphrases, "

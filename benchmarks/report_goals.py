@@ -226,7 +226,8 @@ def routing_goals(latest: J) -> list[J]:
     ok = None if p95 is None else p95 < GOAL_ROUTING_P95_MS
     measured = f"{fmt(p95, '.1f')} ms (p50 {fmt(p50, '.1f')} ms)"
     text = f"routing p95 < {GOAL_ROUTING_P95_MS:.0f} ms with 10 KBs of 5,000 chunks"
-    note = f"{scale['kbs']} KBs of {scale['chunks_per_kb']} chunks; {small}" if timed is scale else ROUTING_NOTE
+    size = f"{fmt(scale.get('kbs'), '.0f')} KBs of {fmt(scale.get('chunks_per_kb'), ',.0f')} chunks"
+    note = f"{size}; {small}" if timed is scale else ROUTING_NOTE
     return [*goals, goal(text, measured, p95, ok, about, why or note)]
 
 
