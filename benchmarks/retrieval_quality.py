@@ -15,9 +15,9 @@
 The KBs are built through the product's own wiring (`open_knowledge_service`, offline extractor, local
 MiniLM, embedded store), all documents in one `ingest` call, as `python -m backend ingest` does. A built
 index is kept under `benchmarks/.cache/quality/` keyed by a hash of the dataset files and of the indexing
-code (everything under backend/ except the agents and the server), so changing an agent does not rebuild
-it; `--rebuild` forces it (each build keeps the dataset's three newest indexes and removes older ones). The
-build time recorded with the index is reported next to the figures.
+code (everything under backend/ except the agents, the server, routing and answering), so changing an agent or
+the answerer does not rebuild it; `--rebuild` forces it (each build keeps the dataset's three newest indexes and
+removes older ones). The build time recorded with the index is reported next to the figures.
 
 The agents are built as the service builds them (`AGENT_BUILDERS[type](kb, AgentResources(store,
 embedder, RAG_TOP_K, model=None))`) and asked one question at a time; their latency is recorded too.
@@ -100,6 +100,8 @@ NOT_INDEX_CODE = (
     "backend/application/chat",
     "backend/application/routing/",
     "backend/infrastructure/routing/",
+    "backend/application/answering/",
+    "backend/infrastructure/llm/extractive",
 )
 
 
