@@ -3,8 +3,9 @@
 # themselves (retrieval_quality caches its indexes under benchmarks/.cache/), each module of benchmarks/ runs
 # in turn and writes benchmarks/results/<name>.json, then `python -m benchmarks.report` writes
 # benchmarks/results/latest.json and benchmarks/REPORT.md (plots in benchmarks/report/). conversation (routing
-# across four KBs) runs right after retrieval_quality, over the indexes it cached; one still missing (with
-# --quick: LiHua and CMRC, unless an earlier full run cached them) is built there, which takes minutes.
+# across four KBs) and answers (the extractive answers of the default run on CMRC, LiHua and the orchard) run right
+# after retrieval_quality, over the indexes it cached; one still missing (with --quick: LiHua and CMRC, unless an
+# earlier full run cached them) is built there, which takes minutes.
 #
 #   scripts/bench.sh [--quick] [--only name,name] [--dry-run]
 #
@@ -28,8 +29,8 @@ set -euo pipefail
 source "$(dirname "$0")/lib/env.sh"
 cd "$ROOT"
 
-# In order; the report reads whatever they wrote. conversation reuses the indexes retrieval_quality caches.
-MODULES=(retrieval_quality conversation graph_indexing streaming_latency llm_token_parse agui_overhead concurrency history_store podcast_indexing)
+# In order; the report reads whatever they wrote. conversation and answers reuse the indexes retrieval_quality caches.
+MODULES=(retrieval_quality conversation answers graph_indexing streaming_latency llm_token_parse agui_overhead concurrency history_store podcast_indexing)
 
 QUICK=0
 DRY_RUN=0
@@ -69,7 +70,7 @@ module_args() {
       if [ "$QUICK" = 1 ]; then echo --quick; else echo --jobs 2 --datasets 2wiki_dev,lihua,cmrc; fi ;;
     history_store)
       if [ "$QUICK" = 1 ]; then echo --quick; else echo --rounds 2; fi ;;
-    concurrency | podcast_indexing | conversation) echo "${quick[@]}" ;;
+    concurrency | podcast_indexing | conversation | answers) echo "${quick[@]}" ;;
     streaming_latency | llm_token_parse)  # fewer rounds, into a quick file that leaves the full one alone
       if [ "$QUICK" = 1 ]; then
         extra=""
