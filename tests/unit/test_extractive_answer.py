@@ -1,3 +1,10 @@
+"""The extractive answerer: the sentence that answers, of the kind asked, without markdown, graph text or repeats.
+
+The orchard examples quote the sample documents (samples/orchard/documents) as their chunks read.
+"""
+
+import re
+
 from backend.domain.retrieval import EvidenceSource, Granularity, RetrievalResult
 from backend.infrastructure.llm.extractive import (
     EXTRACTIVE_NOTICE,
@@ -5,36 +12,230 @@ from backend.infrastructure.llm.extractive import (
     compose_extractive_answer,
     stream_pieces,
 )
+from backend.infrastructure.llm.extractive_questions import AnswerKind, asked
+
+VISITING_ACCESS = """## Accessibility
+
+The car park, the farm shop, the café and the accessible toilet are step-free. The main orchard
+path is firm gravel and suitable for wheelchairs and pushchairs in dry weather; the grass rows can
+be muddy. Two mobility scooters can be borrowed free of charge from the visitor centre."""
+PEOPLE_HAMISH = """## Hamish Dunmore, beekeeper
+
+Hamish Dunmore is a volunteer and the orchard's beekeeper. He keeps about 30 hives at Wrenfield and
+moves some of them into Hallam's Field at blossom time. Wrenfield honey, sold in the farm shop, comes
+from his hives. Hamish is a retired vet and has kept bees since he was a boy."""
+CIDERS = """## The ciders
+
+- **Hollow Gold** is the house cider: a medium-dry blend, mostly Dabinett with some Bramley's
+  Seedling and Tremlett's Bitter. Strength 6.0% ABV. Sold in 500 ml bottles and 20-litre boxes.
+- **Old Tobias** is a single-variety cider made only from Kingston Black apples and named after the
+  orchard's founder. It is aged for twelve months in oak and bottle conditioned. Strength 7.2% ABV.
+  Only about 1,200 bottles are made each year."""
+PEOPLE_DMITRI = """## Dmitri Halloran, head cider maker
+
+Dmitri Halloran has been head cider maker since 2011. He grew up in Cork, trained in winemaking and
+spent eight years making wine in the Loire Valley before coming to Wrenfield."""
+CALENDAR = """Wrenfield Apple Day is held on the Sunday closest to 21 October: there are apple-tasting tables.
+
+Blossom usually opens in the last week of April, starting with the dessert apples. The orchard celebrates
+with Blossom Sunday on the second Sunday in May, when entry to the orchard walks is free."""
+WHO_TO_ASK = """## Who to ask
+
+| Question | Person |
+|---|---|
+| Wholesale cider orders | Ruth Wren-Okafor |
+| Honey and bees | Hamish Dunmore |"""
 
 
-def evidence(text: str, title: str) -> RetrievalResult:
-    return RetrievalResult("id-" + title, Granularity.CHUNK, text, EvidenceSource("d", title, "c"), 0.5)
+def chunk(text: str, title: str = "doc") -> RetrievalResult:
+    return RetrievalResult("chunk-" + title, Granularity.CHUNK, text, EvidenceSource("d-" + title, title, "c"), 0.5)
 
 
-def test_picks_the_sentence_that_answers_and_cites_its_source() -> None:
-    items = [
-        evidence("The mill has a red roof. Visitors park behind the barn.", "Visiting"),
-        evidence("The orchard was founded in 1952 by Ada Fenwick. It has forty acres.", "History"),
-    ]
-    answer = compose_extractive_answer("When was the orchard founded?", items)
+def graph(granularity: Granularity, text: str, name: str) -> RetrievalResult:
+    return RetrievalResult(f"{granularity.value}-{name}", granularity, text, EvidenceSource("", name, ""), 0.9)
+
+
+def body(answer: str) -> str:
     assert answer.startswith(EXTRACTIVE_NOTICE)
-    assert "founded in 1952 by Ada Fenwick. [2]" in answer
-    assert "red roof" not in answer
+    return answer.removeprefix(EXTRACTIVE_NOTICE).strip()
+
+
+def sentences_of(text: str) -> list[str]:
+    return [s for s in re.split(r"(?<=[.!?。！？])\s*(?:\[\d+\]\s*)?", re.sub(r"\s*\[\d+\]", "", text)) if s.strip()]
+
+
+# -- English question kinds ----------------------------------------------------------------------------------------
+
+
+def test_who_prefers_the_sentence_naming_a_person_over_a_chance_word_match() -> None:
+    answer = body(
+        compose_extractive_answer("Who is in charge of the beekeeping?", [chunk(VISITING_ACCESS), chunk(PEOPLE_HAMISH)])
+    )
+    assert "Hamish Dunmore" in answer
+    assert "mobility scooters" not in answer
+
+
+def test_how_strong_finds_the_strength_in_the_list_item_about_the_cider() -> None:
+    answer = body(compose_extractive_answer("How strong is Old Tobias cider?", [chunk(CIDERS)]))
+    assert "7.2% ABV" in answer
+    assert "6.0% ABV" not in answer  # the other cider's strength
+
+
+def test_when_prefers_the_sentence_with_the_date_of_the_thing_asked_about() -> None:
+    answer = body(compose_extractive_answer("When is Blossom Sunday held?", [chunk(CALENDAR)]))
+    assert answer.startswith("The orchard celebrates with Blossom Sunday on the second Sunday in May")
+
+
+def test_where_prefers_the_sentence_naming_a_place() -> None:
+    text = (
+        "The pressed pomace is heavy and wet. The pressed pomace goes to Coldharbour Farm next door, where it feeds "
+        "the pigs."
+    )
+    answer = body(compose_extractive_answer("Where does the pressed pomace go?", [chunk(text)]))
+    assert answer.startswith("The pressed pomace goes to Coldharbour Farm")
+
+
+def test_how_many_prefers_the_sentence_with_a_number() -> None:
+    text = "Each tonne of apples is washed before pressing. On a full day each tonne gives around 650 litres of juice."
+    answer = body(compose_extractive_answer("How many litres of juice does a tonne of apples give?", [chunk(text)]))
+    assert answer.startswith("On a full day each tonne gives around 650 litres")
+
+
+def test_a_compound_question_gets_a_sentence_for_each_of_its_questions() -> None:
+    answer = body(compose_extractive_answer("Who is the head cider maker, and since when?", [chunk(PEOPLE_DMITRI)]))
+    assert "Dmitri Halloran has been head cider maker since 2011." in answer
+
+
+def test_a_sentence_opening_with_a_pronoun_brings_the_one_it_refers_to() -> None:
+    text = (
+        "## Wren's Russet (dessert)\n\nWren's Russet is the orchard's own variety. It grew from a chance seedling "
+        "that Tobias Wren found in 1934 beside the east hedge."
+    )
+    answer = body(compose_extractive_answer("Which seedling did Tobias Wren find in 1934?", [chunk(text)]))
+    assert answer.startswith("Wren's Russet is the orchard's own variety. It grew from a chance seedling")
+
+
+def test_question_kinds_are_read_in_english_and_chinese() -> None:
+    kinds = {
+        "Who leads the mill tours?": (AnswerKind.PERSON,),
+        "When was the orchard founded, and by whom?": (AnswerKind.DATE, AnswerKind.PERSON),
+        "Where is lost property kept?": (AnswerKind.PLACE,),
+        "How much does the tour cost?": (AnswerKind.NUMBER,),
+        "Which cider is the sweetest?": (),
+        "谁设计了该教堂？": (AnswerKind.PERSON,),
+        "陈荣捷卒于哪一年？": (AnswerKind.DATE,),
+        "天水围河在哪里？": (AnswerKind.PLACE,),
+        "德龙烟铁路全长多少公里？": (AnswerKind.NUMBER,),
+    }
+    assert {question: asked(question).kinds for question in kinds} == kinds
+
+
+# -- Chinese ---------------------------------------------------------------------------------------------------------
+
+
+def test_chinese_question_matches_chinese_evidence() -> None:
+    items = [chunk("果园成立于一九五二年。果园有四十英亩。", "历史")]
+    answer = body(compose_extractive_answer("果园什么时候成立？", items))
+    assert "成立于一九五二年" in answer
+    assert "四十英亩" not in answer
+
+
+def test_chinese_who_prefers_the_sentence_with_a_person() -> None:
+    text = "圣约翰教堂是一座哥特式教堂。来自克利夫兰的建筑师亨利·沃尔什设计了这座教堂。教堂于1893年设计建成。"
+    answer = body(compose_extractive_answer("谁设计了该教堂？", [chunk(text)]))
+    assert answer.startswith("来自克利夫兰的建筑师亨利·沃尔什设计了这座教堂。")
+
+
+def test_chinese_how_many_prefers_the_sentence_with_a_number() -> None:
+    text = "德龙烟铁路是山东省的一条铁路。线路全长548公里，设计时速每小时160公里。该铁路连接德州与烟台。"
+    answer = body(compose_extractive_answer("德龙烟铁路全长多少公里？", [chunk(text)]))
+    assert "548公里" in answer
+
+
+def test_chinese_when_prefers_the_sentence_with_a_year() -> None:
+    text = "陈荣捷是著名的哲学家。陈荣捷研究宋明理学多年。陈荣捷于1994年病逝于美国。"
+    answer = body(compose_extractive_answer("陈荣捷卒于哪一年？", [chunk(text)]))
+    assert "1994年" in answer
+
+
+def test_chinese_where_prefers_the_sentence_with_a_place() -> None:
+    text = "天水围河是一条人工水道，建于八十年代。天水围河位于香港新界西北部，是厦村的分界线。"
+    answer = body(compose_extractive_answer("天水围河在哪里？", [chunk(text)]))
+    assert answer.startswith("天水围河位于香港新界西北部")
+
+
+# -- what an answer never shows --------------------------------------------------------------------------------------
+
+
+def test_markdown_is_stripped_and_headings_are_never_quoted() -> None:
+    answer = body(
+        compose_extractive_answer("How strong is Old Tobias cider and which apple is it made from?", [chunk(CIDERS)])
+    )
+    assert "Old Tobias is a single-variety cider made only from Kingston Black apples" in answer
+    assert "7.2% ABV" in answer
+    assert "**" not in answer and "#" not in answer and not answer.startswith("-")
+
+
+def test_a_table_row_reads_as_its_cells() -> None:
+    answer = body(compose_extractive_answer("Who handles wholesale cider orders?", [chunk(WHO_TO_ASK)]))
+    assert answer == "Wholesale cider orders: Ruth Wren-Okafor [1]"
+
+
+def test_graph_results_are_never_quoted_and_markers_cite_the_chunks() -> None:
+    evidence = [
+        graph(Granularity.COMMUNITY, "A community of 10 entities centred on the beekeeper Hamish Dunmore.", "c1"),
+        graph(Granularity.ENTITY, "Hamish Dunmore (person): the beekeeper of the orchard.", "hamish"),
+        chunk(PEOPLE_HAMISH, "People"),
+        graph(Granularity.RELATIONSHIP, "Hamish Dunmore keeps the beekeeper's hives.", "r1"),
+    ]
+    answer = body(compose_extractive_answer("Who is the beekeeper?", evidence))
+    assert "Hamish Dunmore is a volunteer and the orchard's beekeeper." in answer
+    assert "community" not in answer and "(person)" not in answer
+    assert set(re.findall(r"\[(\d+)\]", answer)) == {"3"}
+
+
+def test_graph_results_alone_are_no_answer() -> None:
+    evidence = [graph(Granularity.ENTITY, "1989 (date): the year the packing shed burned.", "1989")]
+    assert compose_extractive_answer("When did the packing shed burn?", evidence) == NO_EVIDENCE_ANSWER
+
+
+def test_a_fact_in_two_overlapping_chunks_is_quoted_once() -> None:
+    first = "The press runs in autumn. On a full day it presses about two tonnes of apples."
+    second = "about two tonnes of apples. On a full day it presses about two tonnes of apples. The pomace feeds pigs."
+    answer = body(
+        compose_extractive_answer(
+            "How many tonnes of apples does the press handle?", [chunk(first), chunk(second, "b")]
+        )
+    )
+    assert answer.count("presses about two tonnes") == 1
+    assert not answer.startswith("about")  # a chunk's first words in mid-sentence are not a sentence
+
+
+def test_answers_are_short() -> None:
+    text = " ".join(f"The orchard grows variety number {n} of apples on the slope." for n in range(12))
+    answer = body(compose_extractive_answer("What apples does the orchard grow on the slope?", [chunk(text)]))
+    assert len(sentences_of(answer)) <= 3
+
+
+def test_a_chat_question_brings_its_reply_and_a_when_answer_its_session_time() -> None:
+    text = (
+        "Time: 20260814_15:00\nLiHua: Are you coming to the garage sale?\nAdamSmith: Yes, I can help set up the "
+        "tables for the garage sale.\nLiHua: Great, thanks!"
+    )
+    answer = body(compose_extractive_answer("Who offers to help set up for the garage sale?", [chunk(text)]))
+    assert "AdamSmith: Yes, I can help set up the tables" in answer
+    dated = body(compose_extractive_answer("When was the garage sale discussed?", [chunk(text)]))
+    assert "20260814_15:00" in dated
 
 
 def test_rare_question_terms_outweigh_common_ones() -> None:
-    items = [evidence("The orchard sells apples. The orchard sells cider. The orchard opens at nine in summer.", "A")]
-    answer = compose_extractive_answer("What time does the orchard open in summer?", items)
-    assert "opens at nine in summer" in answer.split("\n\n", 1)[1].split(" [1]")[0]
+    items = [chunk("The orchard sells apples. The orchard sells cider. The orchard opens at nine in summer.")]
+    answer = body(compose_extractive_answer("What time does the orchard open in summer?", items))
+    assert answer.startswith("The orchard opens at nine in summer.")
 
 
 def test_no_evidence_says_so() -> None:
     assert compose_extractive_answer("anything?", []) == NO_EVIDENCE_ANSWER
-
-
-def test_chinese_question_matches_chinese_evidence() -> None:
-    items = [evidence("果园成立于一九五二年。果园有四十英亩。", "历史")]
-    assert "成立于一九五二年" in compose_extractive_answer("果园什么时候成立？", items)
 
 
 def test_stream_pieces_rejoin_exactly() -> None:

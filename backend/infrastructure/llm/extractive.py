@@ -1,7 +1,19 @@
 """The extractive answerer: used when no chat model is configured.
 
-It picks the evidence sentences that best cover the question's terms (rarer terms weigh more),
-and says plainly that the answer is extractive.
+It quotes the sentence or sentences of the retrieved chunks that answer the question, cites each with the
+number of its source, and says plainly that the answer is extractive. Only chunk text is quoted: entity,
+relationship and community results are the graph's own summaries, not the documents' words.
+
+A sentence scores by the question terms it holds (rarer terms weigh more; terms of its heading and of the
+sentences before it in the same paragraph or list item count for less, so "Strength 7.2% ABV." under "Old
+Tobias" is about Old Tobias) and by whether it holds an answer of the kind the question asks for (a person, a
+date, a place, a number: `extractive_questions`), and for less when it asks a question itself. The best sentence
+is quoted (for a compound question, the best for each of its questions); further ones while they score close to
+it, fit a short answer and do not repeat the content words of one quoted already. A quoted sentence that opens
+with a pronoun brings the sentence before it, a quoted question (a chat message asking) its reply, and an answer
+to "when" without a date the nearest date above it in its chunk. Sentences are quoted in the order they were
+chosen in, each run from one source followed by its citation marker. When nothing in the evidence shares a term
+with the question, the first sentence of the top chunk stands in.
 """
 
 from __future__ import annotations
@@ -11,8 +23,10 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from backend.domain.retrieval import RetrievalResult
-from backend.graphrag_agent.text import content_terms, index_terms, split_sentences
+from backend.domain.retrieval import Granularity, RetrievalResult
+from backend.graphrag_agent.text import cjk_presence, is_cjk
+from backend.infrastructure.llm.extractive_passages import Sentence, chunk_sentences
+from backend.infrastructure.llm.extractive_questions import AnswerKind, Asked, asked, holds, stems
 
 EXTRACTIVE_NOTICE = "Extractive answer (no language model is configured; these are the most relevant passages):"
 NO_EVIDENCE_ANSWER = (
@@ -23,65 +37,211 @@ GENERAL_UNAVAILABLE = (
     "Extractive mode: no language model is configured, so I can only answer questions about a knowledge base. "
     "Choose a knowledge base (kb_prefix) or configure LLM_BASE_URL and LLM_MODEL for general chat."
 )
-_LIST_MARKER = re.compile(r"^(?:[-*+]|\d{1,3}[.)])\s+")
 MAX_SENTENCES = 3
-MIN_SENTENCE_WORDS = 4
+MAX_LIST_SENTENCES = 6
+MAX_CHARS = 250  # the sentences quoted after the first stop where the answer would grow past this
+CONTEXT_WEIGHT = 0.5  # a question term in the sentence's heading or paragraph, against one in the sentence
+KIND_WEIGHT = 0.5  # how much an answer of the asked kind adds to a sentence's term score
+FOCUS_WEIGHT = 0.5  # how much naming the question's focus (a name, a title) adds
+CLOSE_ENOUGH = 0.3  # a further sentence's score against the best one's
+QUESTION_PENALTY = 0.5  # a sentence that asks a question, against one that states
+RANK_DECAY = 0.03  # per place of its source in the evidence
+REPEATED = 0.6  # share of a sentence's terms already quoted above which it repeats a fact
+_ASKS = re.compile(r"[?？][^\w?？]*$")
+_PRONOUN_START = re.compile(r"^(?:he|she|it|they|this|these|that|those|his|her|its|their|him|them)\b|^[他她它其该此]")
 
 
 @dataclass(frozen=True, slots=True)
-class _Candidate:
-    sentence: str
-    source_number: int
+class _Scored:
+    sentence: Sentence
     score: float
+    words: frozenset[str]  # its terms, by stem
+    typed: bool  # holds an answer of a kind the question asks for
 
 
-def _candidates(evidence: Sequence[RetrievalResult]) -> list[tuple[str, int, set[str]]]:
-    found = []
-    for number, result in enumerate(evidence, start=1):
-        for sentence in split_sentences(result.evidence):
-            if sentence.lstrip().startswith("#"):
-                continue  # markdown headings are titles, not answers
-            found.append((sentence, number, set(index_terms(sentence))))
-    return found
+class _Passages:
+    """The quotable sentences of the evidence's chunks, and how much of a question term each holds, itself or
+    in its context (its heading and the sentences before it in its block)."""
+
+    def __init__(self, evidence: Sequence[RetrievalResult]) -> None:
+        chunks = {n: r.evidence.lower() for n, r in enumerate(evidence, start=1) if r.granularity is Granularity.CHUNK}
+        self.sentences = [
+            s for n, r in enumerate(evidence, start=1) if n in chunks for s in chunk_sentences(r.evidence, n)
+        ]
+        self.chunks = chunks
+        self.index = {sentence: n for n, sentence in enumerate(self.sentences)}
+        self.texts = [s.text.lower() for s in self.sentences]
+        self.stems = [stems(s.text) for s in self.sentences]
+        contexts = [self._context(i) for i in range(len(self.sentences))]
+        self.context_texts = [text for text, _ in contexts]
+        self.context_stems = [found for _, found in contexts]
+        self.lower_words = frozenset(w for s in self.sentences for w in re.findall(r"\b[a-z][\w'’-]*", s.text))
+
+    def _context(self, index: int) -> tuple[str, frozenset[str]]:
+        sentence = self.sentences[index]
+        before = [
+            self.sentences[i].text
+            for i in range(index - 1, -1, -1)
+            if self.sentences[i].source == sentence.source and self.sentences[i].block == sentence.block
+        ]
+        text = " ".join([sentence.heading, sentence.label, *before])
+        return text.lower(), stems(text)
+
+    def presence(self, term: str, index: int) -> tuple[float, float]:
+        """(in the sentence, in its context): 1 or 0 for a word; for a CJK term the share of it found."""
+        if is_cjk(term[0]):
+            return cjk_presence(term, self.texts[index]), cjk_presence(term, self.context_texts[index])
+        return float(term in self.stems[index]), float(term in self.context_stems[index])
+
+    def neighbour(self, sentence: Sentence, step: int) -> Sentence | None:
+        """The sentence `step` places after `sentence` (before it when negative) in its chunk, if any."""
+        index = self.index[sentence] + step
+        found = self.sentences[index] if 0 <= index < len(self.sentences) else None
+        return found if found is not None and found.source == sentence.source else None
+
+    def dated_before(self, sentence: Sentence, question: Asked) -> Sentence | None:
+        """The nearest sentence above `sentence` in its chunk that holds a date."""
+        for index in range(self.index[sentence] - 1, -1, -1):
+            earlier = self.sentences[index]
+            if earlier.source != sentence.source:
+                return None
+            if holds(earlier.text, AnswerKind.DATE, question):
+                return earlier
+        return None
 
 
-def _score_sentences(question: str, evidence: Sequence[RetrievalResult]) -> list[_Candidate]:
-    wanted = content_terms(question)
-    candidates = _candidates(evidence)
-    if not wanted or not candidates:
-        return []
-    # Inverse sentence frequency: a term in every sentence tells nothing about which one answers.
-    frequency = {term: sum(term in terms for _, _, terms in candidates) for term in wanted}
-    weight = {term: math.log(1 + len(candidates) / (1 + count)) for term, count in frequency.items()}
-    total = sum(weight.values()) or 1.0
+def _weights(question: Asked, presence: list[list[tuple[float, float]]], emphasis: frozenset[str]) -> list[float]:
+    """Per question term: inverse sentence frequency (a term in every sentence tells nothing about which one
+    answers), doubled for the `emphasis` terms (those of one part of a compound question)."""
+    count = len(presence)
+    return [
+        (1.0 + (term in emphasis)) * math.log(1 + count / (1 + sum(row[t][0] for row in presence)))
+        for t, term in enumerate(question.terms)
+    ]
+
+
+def _about_focus(question: Asked, passages: _Passages, index: int) -> float:
+    """1 when the sentence names the question's focus, half when only its chunk does, else 0."""
+    if not question.focus:
+        return 0.0
+    if any(name in passages.texts[index] for name in question.focus):
+        return 1.0
+    chunk = passages.chunks[passages.sentences[index].source]
+    return 0.5 if any(name in chunk for name in question.focus) else 0.0
+
+
+def _score(
+    question: Asked, passages: _Passages, kinds_asked: tuple[AnswerKind, ...], emphasis: frozenset[str] = frozenset()
+) -> list[_Scored]:
+    presence = [[passages.presence(term, i) for term in question.terms] for i in range(len(passages.sentences))]
+    weights = _weights(question, presence, emphasis)
+    total = sum(weights) or 1.0
     scored = []
-    for sentence, number, terms in candidates:
-        coverage = sum(weight[term] for term in wanted if term in terms) / total
-        if coverage == 0 or (len(sentence.split()) < MIN_SENTENCE_WORDS and not _has_cjk(sentence)):
+    for index, sentence in enumerate(passages.sentences):
+        row = presence[index]
+        found = sum(w * max(own, CONTEXT_WEIGHT * context) for w, (own, context) in zip(weights, row, strict=True))
+        if not found:
             continue
-        scored.append(_Candidate(sentence, number, coverage * (1.0 - 0.03 * (number - 1))))
-    scored.sort(key=lambda candidate: candidate.score, reverse=True)
+        kinds = frozenset(k for k in kinds_asked if holds(sentence.text, k, question, passages.lower_words))
+        share = len(kinds) / len(kinds_asked) if kinds_asked else 0.0
+        boost = (1.0 + KIND_WEIGHT * share) * (1.0 + FOCUS_WEIGHT * _about_focus(question, passages, index))
+        asking = QUESTION_PENALTY if _is_question(sentence.text) else 1.0  # a question asks; its reply answers
+        score = found / total * boost * asking * (1.0 - RANK_DECAY * (sentence.source - 1))
+        scored.append(_Scored(sentence, score, passages.stems[index], bool(kinds)))
+    scored.sort(key=lambda s: (-s.score, s.sentence.source, s.sentence.position))
     return scored
 
 
-def _has_cjk(text: str) -> bool:
-    return any("\u4e00" <= char <= "\u9fff" for char in text)
+def _best_per_part(question: Asked, passages: _Passages) -> list[_Scored]:
+    """For a compound question, the best sentence for each of its questions (its terms weigh double)."""
+    best: list[_Scored] = []
+    for text in question.parts:
+        part = asked(text)
+        scored = _score(question, passages, part.kinds, frozenset(part.terms))
+        if scored and all(scored[0].sentence != kept.sentence for kept in best):
+            best.append(scored[0])
+    return best
+
+
+def _choose(question: Asked, scored: list[_Scored], first: list[_Scored]) -> list[_Scored]:
+    """`first` (the best sentence of each part of a compound question, else the best one) and further sentences
+    that score close to the best, fit, repeat no fact and, when the question asks for a kind of answer, hold one."""
+    chosen = first or scored[:1]
+    limit = MAX_LIST_SENTENCES if question.listing else MAX_SENTENCES
+    words = set().union(*(c.words for c in chosen))
+    for candidate in scored[1:]:
+        if any(candidate.sentence == kept.sentence for kept in chosen):
+            continue
+        if len(chosen) >= limit or candidate.score < CLOSE_ENOUGH * chosen[0].score:
+            break
+        repeated = len(candidate.words & words) >= REPEATED * max(1, len(candidate.words))
+        longer = sum(len(c.sentence.text) for c in chosen) + len(candidate.sentence.text) > MAX_CHARS
+        if repeated or longer or (question.kinds and not candidate.typed):
+            continue
+        chosen.append(candidate)
+        words |= candidate.words
+    return chosen
+
+
+def _framed(question: Asked, chosen: list[_Scored], passages: _Passages) -> list[Sentence]:
+    """The chosen sentences with what they need to be read alone: a sentence that opens with a pronoun comes
+    after the sentence before it in its block; a question in the text (a chat message asking) before its reply;
+    and when a date is asked and none of them holds one, the nearest date above the first in its chunk (a chat
+    session's time, a dated heading line)."""
+    sentences: list[Sentence] = []
+    for item in chosen:
+        previous = passages.neighbour(item.sentence, -1)
+        opens = _PRONOUN_START.match(item.sentence.text.lower())
+        if previous is not None and previous.block == item.sentence.block and opens:
+            sentences.append(previous)
+        sentences.append(item.sentence)
+        reply = passages.neighbour(item.sentence, 1)
+        if reply is not None and _is_question(item.sentence.text):
+            sentences.append(reply)
+    if AnswerKind.DATE in question.kinds and not any(holds(s.text, AnswerKind.DATE, question) for s in sentences):
+        dated = passages.dated_before(chosen[0].sentence, question)
+        sentences = [dated, *sentences] if dated is not None else sentences
+    return list(dict.fromkeys(sentences))
+
+
+def _is_question(text: str) -> bool:
+    """Does the sentence ask (a question mark at its end, before closing quotes, brackets or emoji)?"""
+    return bool(_ASKS.search(text))
+
+
+def _render(sentences: list[Sentence]) -> str:
+    """The sentences in the order chosen, each run of one source followed by its citation marker."""
+    runs: list[tuple[int, list[str]]] = []
+    for index, sentence in enumerate(sentences):
+        previous = sentences[index - 1] if index else None
+        text = _labelled(sentence, previous)
+        if runs and runs[-1][0] == sentence.source:
+            runs[-1][1].append(text)
+        else:
+            runs.append((sentence.source, [text]))
+    return " ".join(f"{' '.join(texts)} [{source}]" for source, texts in runs)
+
+
+def _labelled(sentence: Sentence, previous: Sentence | None) -> str:
+    """A labelled line's later sentence keeps its label ("Speaker: ...") unless the one quoted before it shows it."""
+    if not sentence.label or sentence.text.startswith(sentence.label):
+        return sentence.text
+    if previous is not None and previous.source == sentence.source and previous.block == sentence.block:
+        return sentence.text
+    return f"{sentence.label}: {sentence.text}"
 
 
 def compose_extractive_answer(question: str, evidence: Sequence[RetrievalResult]) -> str:
-    if not evidence:
+    passages = _Passages(evidence)
+    if not passages.sentences:
         return NO_EVIDENCE_ANSWER
-    chosen: list[_Candidate] = []
-    for candidate in _score_sentences(question, evidence):
-        if all(candidate.sentence != kept.sentence for kept in chosen):
-            chosen.append(candidate)
-        if len(chosen) == MAX_SENTENCES:
-            break
-    if not chosen:
-        first = split_sentences(evidence[0].evidence)[:2]
-        chosen = [_Candidate(sentence, 1, 0.0) for sentence in first]
-    body = " ".join(f"{_LIST_MARKER.sub('', c.sentence)} [{c.source_number}]" for c in chosen)
-    return f"{EXTRACTIVE_NOTICE}\n\n{body}"
+    wanted = asked(question)
+    scored = _score(wanted, passages, wanted.kinds)
+    if scored:
+        sentences = _framed(wanted, _choose(wanted, scored, _best_per_part(wanted, passages)), passages)
+    else:
+        sentences = passages.sentences[:1]
+    return f"{EXTRACTIVE_NOTICE}\n\n{_render(sentences)}"
 
 
 def stream_pieces(text: str) -> list[str]:

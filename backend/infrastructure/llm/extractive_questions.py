@@ -1,0 +1,285 @@
+"""What a question asks for, read from its words, and whether a sentence holds an answer of that kind.
+
+The kinds are a person (who, 谁), a date or time (when, 何时), a place (where, 哪里), a number or quantity
+(how many, how much, how strong, 多少, 几) and another name (also called, 又叫). A question may ask for more than
+one ("When was it founded, and by whom?"). A sentence holds an answer of a kind when it has a matching expression
+that is not already in the question: a capitalised name the question does not use, a year, a month, a number
+with its unit, a place after "in" or "at", "also known as" or 又名. Chinese sentences are read with jieba's parts
+of speech (person and place names, time words, numerals). Question terms are compared by stem, so "beekeeping"
+finds "beekeeper", and "how strong" asks about a strength.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from enum import StrEnum
+from functools import lru_cache
+
+import snowballstemmer  # type: ignore[import-untyped]
+
+from backend.graphrag_agent.chinese import jieba_module
+from backend.graphrag_agent.text import STOPWORDS, fulltext_query_terms, index_terms, is_cjk
+
+
+class AnswerKind(StrEnum):
+    PERSON = "person"
+    DATE = "date"
+    PLACE = "place"
+    NUMBER = "number"
+    ALIAS = "alias"  # another name of the thing asked about
+
+
+_ALIAS_WORDS = r"又名|又称|又叫|也叫|也称|亦称|别称|别名|俗称|简称|原名|旧称|本名|通称|全称"
+_ASKS = (  # (kind, the question words that ask for it), checked in this order
+    (
+        AnswerKind.DATE,
+        r"\bwhen\b|\bwhat\s+(?:year|date|day|month|time|century|decade)\b|\bwhich\s+(?:year|date|day|month|century)\b"
+        r"|\bsince\s+when\b|\bhow\s+long\s+ago\b|何时|什么时候|什么时间|哪一?年|哪一?天|哪个?月|何年|几月|几号|几点|哪个时期|哪个朝代|年份",
+    ),
+    (
+        AnswerKind.PERSON,
+        r"\bwho\b|\bwhom\b|\bwhose\b|\bwhich\s+(?:person|people|member|employee|friend)\b|\bwhat\s+is\s+the\s+name\s+of"
+        r"\s+the\s+(?:person|man|woman)\b|谁|哪位|何人|什么人",
+    ),
+    (
+        AnswerKind.PLACE,
+        r"\bwhere\b|\b(?:what|which)\s+(?:place|city|country|town|village|region|state|county|location|address|"
+        r"room|building|street|venue)\b|哪里|哪儿|何处|何地|在哪|哪个(?:国家|城市|地方|省|地区|国)|什么地方",
+    ),
+    (
+        AnswerKind.NUMBER,
+        r"\bhow\s+(?:many|much|long|old|far|big|tall|high|strong|heavy|large|often|fast|deep|wide)\b|"
+        r"\bwhat\s+(?:percentage|number|amount|price|cost|age|size|strength|temperature)\b|多少|几(?!乎)|多大|多长|多高|"
+        r"多久|多重|多远|多深|多宽",
+    ),
+    (
+        AnswerKind.ALIAS,
+        r"\b(?:also|otherwise)\s+(?:called|known)\b|\b(?:other|another|full|short)\s+name\b|\bnickname|"
+        rf"{_ALIAS_WORDS}|还叫|叫什么名|什么别名",
+    ),
+)
+_ALIAS = re.compile(
+    r"\b(?:also|otherwise|formerly|commonly)\s+(?:called|known\s+as|named)\b|\bnicknamed\b|\ba\.?k\.?a\.?\b|"
+    rf"\bshort\s+for\b|{_ALIAS_WORDS}",
+    re.IGNORECASE,
+)
+_ASK_PATTERNS = tuple((kind, re.compile(pattern, re.IGNORECASE)) for kind, pattern in _ASKS)
+_LISTING = re.compile(
+    r"\b(?:list|name\s+(?:all|the)|what\s+are\s+(?:the|some)|which\s+\w+\s+(?:are|were)|"
+    r"what\s+\w+\s+(?:are|were)\s+(?:there|offered|available|sold|grown))\b|哪些|有哪|列出",
+    re.IGNORECASE,
+)
+
+_MONTHS = (
+    r"January|February|March|April|May|June|July|August|September|October|November|December|"
+    r"Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec"
+)
+_WEEKDAYS = r"Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday|Mondays|Tuesdays|Wednesdays|Thursdays|Fridays"
+_DATE = re.compile(
+    rf"\b(?:1[0-9]\d\d|20\d\d)s?\b|(?<!\d)(?:19|20)\d{{6}}(?!\d)|\b(?:{_MONTHS})\b|\b(?:{_WEEKDAYS}|Saturdays|Sundays)\b|"
+    r"(?<!\d)\d{1,2}:\d{2}(?!\d)|\b\d{1,2}\s?(?:am|pm|a\.m\.|p\.m\.)|\b(?:spring|summer|autumn|winter|today|tomorrow|"
+    r"yesterday|tonight|noon|midnight|weekend|weekends)\b|\b(?:this|next|last|every)\s+(?:week|month|year|morning|"
+    r"evening|night)\b|\bcentury\b|\b\d+\s+(?:days?|weeks?|months?|years?)\s+(?:ago|later|after|before)\b|"
+    r"\d+\s*(?:年|月|日|号)|[一二三四五六七八九十〇零]+(?:年|月|日)|世纪|年代|朝|时期|年间|星期|周[一二三四五六日末]|"
+    r"公元|春季|夏季|秋季|冬季",
+    re.IGNORECASE,
+)
+_NUMBER = re.compile(
+    r"\d|[£$€¥%％]|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|"
+    r"fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|dozen|half|several|once|twice)\b|"
+    r"[一二两三四五六七八九十百千万亿]+\s*[个位名种件条次年岁米元块座所本部集只头张台辆份倍层届场项家人]",
+    re.IGNORECASE,
+)
+_PLACE_AFTER = re.compile(r"\b(?:in|at|from|near|to|into|on|behind|beside|outside|inside)\s+(?:the\s+)?([A-Z][\w'’-]+)")
+_PLACE_WORDS = re.compile(
+    r"\b(?:street|road|lane|avenue|square|city|town|village|county|country|province|state|river|valley|lake|"
+    r"mountain|island|farm|park|hall|centre|center|café|cafe|shop|station|airport|school|university|hospital|"
+    r"church|office|room|house|building|cellar|barn|field|garden|restaurant|hotel|library|museum|stadium|gym|"
+    r"studio|home|apartment|basement|kitchen|beach|harbour|harbor|port|bay|north|south|east|west)s?\b",
+    re.IGNORECASE,
+)
+_NAME = re.compile(
+    r"(?<![A-Za-z])[A-Z][a-z'’]+(?:[A-Z][a-z]+)+(?![a-z])|(?<![A-Za-z])[A-Z][A-Za-z0-9'’.-]*(?:\s+[A-Z][A-Za-z0-9'’.-]*)+"
+    r"|(?<![A-Za-z])[A-Z][A-Za-z0-9'’-]+"
+)
+_QUESTION_WORDS = frozenset(
+    [
+        "who",
+        "whom",
+        "whose",
+        "what",
+        "when",
+        "where",
+        "which",
+        "why",
+        "how",
+        "is",
+        "are",
+        "was",
+        "were",
+        "do",
+        "does",
+        "did",
+        "can",
+        "could",
+        "will",
+        "would",
+        "the",
+        "a",
+        "an",
+    ]
+)
+_CALENDAR = re.compile(rf"^(?:{_MONTHS}|{_WEEKDAYS}|Saturdays|Sundays)$")
+# The noun of "what year", "which city": it names the kind of answer, not what the answer is about.
+_CUE_NOUN = re.compile(
+    r"\b(?:what|which)\s+(year|date|day|month|time|century|decade|place|city|country|town|village|region|state|"
+    r"county|location|person|people|number|amount|percentage|age|size)\b|\bthe\s+(name)\s+of\b",
+    re.IGNORECASE,
+)
+# "How strong": the answer names the strength. English measure adjectives and the nouns of their measures.
+_MEASURES = {
+    "strong": "strength",
+    "long": "length",
+    "high": "height",
+    "tall": "height",
+    "wide": "width",
+    "deep": "depth",
+    "heavy": "weight",
+    "old": "age",
+    "far": "distance",
+    "big": "size",
+    "large": "size",
+    "fast": "speed",
+    "hot": "temperature",
+    "cold": "temperature",
+    "often": "frequency",
+}
+_HOW_ADJECTIVE = re.compile(r"\bhow\s+(" + "|".join(_MEASURES) + r")\b", re.IGNORECASE)
+# "When was it founded, and by whom?": a second question joined by "and" (or a comma) and a question word.
+_SECOND_QUESTION = re.compile(
+    r",?\s+and\s+(?=(?:who|whom|what|when|where|which|how|why|since|by\s+whom|in\s+what|from\s+what)\b)|"
+    r",\s+(?=(?:who|what|when|where|which|how)\b)",
+    re.IGNORECASE,
+)
+_TITLE = re.compile(r"《([^》]+)》|“([^”]+)”|\"([^\"]+)\"")
+_stemmer = snowballstemmer.stemmer("english")
+
+
+@dataclass(frozen=True, slots=True)
+class Asked:
+    """What a question asks for: its kinds of answer, whether it wants a list, and its terms by stem."""
+
+    text: str
+    kinds: tuple[AnswerKind, ...]
+    listing: bool
+    terms: tuple[str, ...]
+    words: frozenset[str]  # the question's words as written, lower-cased (a sentence's answer must be new)
+    focus: tuple[str, ...]  # the names and titles the question is about, lower-cased ("blossom sunday", "战国无双3")
+    parts: tuple[str, ...] = ()  # the questions of a compound question ("When was it founded", "by whom"), or ()
+
+
+def asked(question: str) -> Asked:
+    kinds = tuple(kind for kind, pattern in _ASK_PATTERNS if pattern.search(question))
+    if AnswerKind.DATE in kinds and AnswerKind.NUMBER in kinds and re.search(r"how\s+long\s+ago", question, re.I):
+        kinds = tuple(kind for kind in kinds if kind is not AnswerKind.NUMBER)
+    cues = {stem(noun.lower()) for nouns in _CUE_NOUN.findall(question) for noun in nouns if noun}
+    measures = [_MEASURES[adjective.lower()] for adjective in _HOW_ADJECTIVE.findall(question)]
+    found = [stem(term) for term in [*fulltext_query_terms(question), *measures]]
+    terms = tuple(t for t in dict.fromkeys(found) if t not in cues)
+    words = frozenset(index_terms(question))
+    parts = tuple(part.strip() for part in _SECOND_QUESTION.split(question) if part.strip())
+    listing = bool(_LISTING.search(question))
+    return Asked(question, kinds, listing, terms, words, _focus(question), parts if len(parts) > 1 else ())
+
+
+def _focus(question: str) -> tuple[str, ...]:
+    """Quoted titles and runs of capitalised words (two or more, or one past the first word) of the question; in
+    a Chinese question its first noun (the subject: "张世昌的职业是什么" is about 张世昌)."""
+    titles = ["".join(groups).strip() for groups in _TITLE.findall(question)]
+    names = [n for n in _names(question, frozenset()) if len(n) > 2]
+    if not titles and any(is_cjk(char) for char in question):
+        nouns = [w for w, flag in _tagged(question) if flag.startswith(("n", "eng")) and len(w) > 1 and is_cjk(w[0])]
+        names = [*nouns[:1], *names]
+    return tuple(dict.fromkeys(f.lower() for f in [*titles, *names] if f))
+
+
+@lru_cache(maxsize=16384)
+def stem(term: str) -> str:
+    """An English word's stem; CJK terms and numbers as they are."""
+    if is_cjk(term) or not term.isalpha():
+        return term
+    return str(_stemmer.stemWord(term))
+
+
+def stems(text: str) -> frozenset[str]:
+    return frozenset(stem(term) for term in index_terms(text) if term not in STOPWORDS)
+
+
+def holds(sentence: str, kind: AnswerKind, question: Asked, lower_words: frozenset[str] = frozenset()) -> bool:
+    """Does `sentence` hold an answer of `kind` that the question does not already state?
+
+    An alias is held where the sentence introduces one ("also known as", 又名).
+
+    `lower_words`: the words the evidence writes in lower case somewhere; a sentence's capitalised first word
+    that is not among them is taken for a name ("Sam leads the tours"; not "Tickets cost £8")."""
+    if kind is AnswerKind.ALIAS:
+        return bool(_ALIAS.search(sentence))
+    if any(is_cjk(char) for char in sentence):
+        return _holds_chinese(sentence, kind, question)
+    if kind is AnswerKind.DATE:
+        return _new(_DATE.findall(sentence), question)
+    if kind is AnswerKind.NUMBER:
+        return _new(re.findall(r"[\w.,£$€¥%]*\d[\w.,%]*|" + _NUMBER.pattern, sentence, re.I), question)
+    if kind is AnswerKind.PLACE:
+        places = _PLACE_AFTER.findall(sentence) + _PLACE_WORDS.findall(sentence)
+        return _new(places, question)
+    people = [name for name in _names(sentence, lower_words) if not _PLACE_WORDS.search(name.split()[-1])]
+    return _new(people, question)
+
+
+def _names(sentence: str, lower_words: frozenset[str]) -> list[str]:
+    """Capitalised words and runs of them (not months or weekdays); the sentence's first word alone only when
+    the evidence never writes it in lower case."""
+    found = []
+    for match in _NAME.finditer(sentence):
+        words = match.group(0).split()
+        if all(_CALENDAR.match(w) for w in words) or words[0].lower() in _QUESTION_WORDS:
+            continue
+        alone = match.start() == 0 and len(words) == 1 and not re.search(r"[a-z][A-Z]", words[0])
+        if alone and (words[0].lower() in lower_words | STOPWORDS or _NUMBER.fullmatch(words[0])):
+            continue  # a sentence's first word is capitalised anyway
+        found.append(match.group(0))
+    return found
+
+
+def _new(found: list[str], question: Asked) -> bool:
+    """Is one of the found expressions not simply a word of the question?"""
+    for expression in found:
+        words = [w for w in index_terms(expression) if w not in STOPWORDS]
+        if words and not all(w in question.words for w in words):
+            return True
+    return False
+
+
+_CJK_TAGS = {AnswerKind.PERSON: ("nr",), AnswerKind.PLACE: ("ns",), AnswerKind.DATE: ("t",), AnswerKind.NUMBER: ("m",)}
+
+
+def _holds_chinese(sentence: str, kind: AnswerKind, question: Asked) -> bool:
+    if kind is AnswerKind.DATE and _new_cjk(_DATE.findall(sentence), question):
+        return True
+    if kind is AnswerKind.NUMBER and _new_cjk(_NUMBER.findall(sentence), question):
+        return True
+    if kind is AnswerKind.PERSON and _new(_names(sentence, frozenset()), question):
+        return True  # a Latin name in Chinese text ("建筑师Henry A. Walsh")
+    tagged = _tagged(sentence)
+    return any(flag.startswith(_CJK_TAGS[kind]) and word not in question.text for word, flag in tagged)
+
+
+def _new_cjk(found: list[str], question: Asked) -> bool:
+    return any(expression.strip() and expression.strip() not in question.text for expression in found)
+
+
+@lru_cache(maxsize=4096)
+def _tagged(sentence: str) -> tuple[tuple[str, str], ...]:
+    return tuple((str(pair.word), str(pair.flag)) for pair in jieba_module().posseg.dt.cut(sentence))
