@@ -20,3 +20,6 @@ GOAL_SUITE_MIN = {"full": 30, "quick": 5}
 GOAL_ROUTING_KB, GOAL_ROUTING_SMALL_TALK, GOAL_ROUTING_P95_MS = 0.95, 0.90, 20.0
 GOAL_CHOICE_GAP = 0.01  # the router's default choice against the best single agent, per dev set
 GOAL_FOLLOW_UP_RATIO = 0.9  # a follow-up's perfect@8 against the whole question's
+# Answers in the default run, no chat model (benchmarks/answers.py): CMRC answer rate, LiHua single-hop answer rate
+# against what the retrieved text holds, and the median answer length in characters.
+GOAL_ANSWER_CMRC, GOAL_ANSWER_KEPT, GOAL_ANSWER_CHARS = 0.90, 0.85, 250.0

@@ -39,6 +39,7 @@ from benchmarks.goals import (
 )
 from benchmarks.graph_probes import ROOT, dig, ratio, rel
 from benchmarks.report_data import (
+    ANSWER_SETS,
     BASELINE,
     OURS_MODES,
     PEERS,
@@ -338,6 +339,33 @@ def conversation_markdown(latest: J, links: dict[str, str]) -> str:
     return "\n".join(parts)
 
 
+def answers_markdown(latest: J, links: dict[str, str]) -> str:
+    section, parts = latest["answers"], ["## Answers without a chat model", ""]
+    if not section["source"]:
+        return "\n".join([*parts, f"_{section.get('note', 'no data')}._"])
+    text = "The default run (no chat model) answers new questions by quoting the retrieved chunks (the extractive "
+    text += "answerer), through the agent the product picks. Answer: the answer (its notice line left out) holds the "
+    text += "gold answer; ceiling: the chunks given to the answerer hold it; first sentence: the top chunk's first "
+    text += f"sentence as the answer, in the same run. {label(section['source'])}."
+    figures = ("answer_rate ceiling", ".3f"), ("kept", ".3f"), ("baseline_rate", ".3f"), ("median_chars", ".0f")
+    counts = ("headings markdown internal repeats", ".0f")
+    rows = [
+        [title, *cells(section["datasets"][key], ("questions", ",.0f"), *figures, counts)]
+        for key, title in ANSWER_SETS.items()
+    ]
+    header = "dataset|questions|answer / ceiling|answer ÷ ceiling|first sentence|median chars|"
+    header += "headings / markdown / graph text / repeats"
+    parts += [text, "", table(header, rows)]
+    before = [[title, *cells(section["previous"][key], *figures)] for key, title in ANSWER_SETS.items()]
+    if any(row[1] != "–" for row in before):
+        parts += ["", "The run before it (`previous` in the result file):", ""]
+        parts += [table("dataset|answer / ceiling|answer ÷ ceiling|first sentence|median chars", before)]
+    if missed := section["orchard_missed"]:
+        parts += ["", "Orchard questions answered without their expected answer:"]
+        parts += [f"- {row['question']} → {row['answer'][:160]}" for row in missed]
+    return "\n".join(parts)
+
+
 def serving_markdown(latest: J, links: dict[str, str]) -> str:
     by_store, figures = latest["serving_by_store"], latest["indexing"]["2wiki_by_store"]
     about = latest["indexing"]["2wiki_source"] or {}
@@ -540,7 +568,14 @@ def main() -> None:
             links[name] = Path(os.path.relpath(path, report.parent)).as_posix()
         elif path.exists():
             path.unlink()
-    writers = [header, retrieval_markdown, conversation_markdown, serving_markdown, streaming_markdown]
+    writers = [
+        header,
+        retrieval_markdown,
+        conversation_markdown,
+        answers_markdown,
+        serving_markdown,
+        streaming_markdown,
+    ]
     writers += [indexing_markdown, history_markdown, suite_markdown]
     text = "\n\n".join(write(latest, links) for write in writers)
     report.write_text(text + "\n", encoding="utf-8")

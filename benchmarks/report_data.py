@@ -49,6 +49,7 @@ SOURCES = {  # per source its files, in order of preference (`*_quick`: a quick 
     "history_store": ("history_store", "history_store_quick"),
     "podcast_indexing": ("podcast_indexing", "podcast_indexing_quick"),
     "conversation": ("conversation", "conversation_quick"),
+    "answers": ("answers", "answers_quick"),
     "suite": ("suite",),
     "suite_quick": ("suite_quick",),
 }
@@ -388,6 +389,30 @@ def conversation_section(data: Data, about: About) -> J:
     return section | {"source": about["conversation"]} | note(about, "conversation")
 
 
+ANSWER_SETS = {"cmrc": "CMRC 2018 dev", "lihua": "LiHua-World dev, single-hop", "orchard": "orchard sample"}
+ANSWER_FIGURES = (
+    "questions answer_rate ceiling kept baseline_rate median_chars baseline_median_chars headings markdown internal "
+    "repeats"
+)
+
+
+def answers_section(data: Data, about: About) -> J:
+    """Answers without a chat model (benchmarks/answers.py), per dataset: the answer rate, the ceiling (the retrieved
+    text holds the gold answer), the first-sentence baseline, the median length, the answers showing markdown or
+    graph-internal text; the figures of each dataset's run before; the orchard's answers that missed."""
+    results = data["answers"].get("results") or {}
+    datasets = {name: pick(results.get(name), ANSWER_FIGURES) for name in ANSWER_SETS}
+    before = {name: pick(dig(results, "previous", name), ANSWER_FIGURES) for name in ANSWER_SETS}
+    rows = dig(results, "orchard", "answers")
+    missed = [
+        {"question": str(r.get("question")), "answer": str(r.get("answer"))}
+        for r in (rows if isinstance(rows, list) else [])
+        if isinstance(r, dict) and not r.get("ok")
+    ]
+    section = {"datasets": datasets, "previous": before, "orchard_missed": missed}
+    return section | {"source": about["answers"]} | note(about, "answers")
+
+
 def suite_section(data: Data, about: About) -> J:
     """scripts/bench.sh's own timing, full and quick: each step's seconds, the total, and the build time of the
     indexes its retrieval run took from the cache (not of datasets the file kept from an earlier run)."""
@@ -411,6 +436,7 @@ def assemble(results: Path, data: Data, about: About, notes: list[str], now: dat
     latest["serving"], latest["serving_by_store"] = serving_sections(data, about)
     latest |= {"streaming": streaming_section(data, about), "concurrency": concurrency_section(data, about)}
     latest |= {"indexing": indexing_section(data, about), "history": history_section(data, about)}
-    latest |= {"conversation": conversation_section(data, about), "suite": suite_section(data, about)}
+    latest |= {"conversation": conversation_section(data, about), "answers": answers_section(data, about)}
+    latest |= {"suite": suite_section(data, about)}
     cleaned: J = clean(latest)
     return cleaned

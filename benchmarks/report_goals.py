@@ -9,6 +9,9 @@ from typing import Any
 from benchmarks.goals import (
     AGENTS,
     GOAL_AGUI_US,
+    GOAL_ANSWER_CHARS,
+    GOAL_ANSWER_CMRC,
+    GOAL_ANSWER_KEPT,
     GOAL_CHOICE_GAP,
     GOAL_FOLLOW_UP_RATIO,
     GOAL_INDEX_S,
@@ -231,6 +234,40 @@ def routing_goals(latest: J) -> list[J]:
     return [*goals, goal(text, measured, p95, ok, about, why or note)]
 
 
+def answer_goals(latest: J) -> list[J]:
+    """Answers without a chat model: CMRC answer rate, LiHua's against its ceiling, length, the orchard, and no
+    markdown headings or graph-internal text in any answer."""
+    section = latest["answers"]
+    sets, about, why = section["datasets"], section["source"], section.get("note", "")
+    cmrc, lihua, orchard = sets["cmrc"], sets["lihua"], sets["orchard"]
+    value = cmrc["answer_rate"]
+    text = f"CMRC dev: the answer holds the gold answer for ≥ {GOAL_ANSWER_CMRC:.2f} of the questions (no model)"
+    measured = f"{fmt(value, '.3f')} (retrieved text {fmt(cmrc['ceiling'], '.3f')}, "
+    measured += f"first sentence {fmt(cmrc['baseline_rate'], '.3f')})"
+    goals = [goal(text, measured, value, None if value is None else value >= GOAL_ANSWER_CMRC, about, why)]
+    value = lihua["kept"]
+    text = f"LiHua dev single-hop: answer rate ≥ {GOAL_ANSWER_KEPT:.2f} × the retrieved text's (no model)"
+    measured = f"{fmt(value, '.3f')}: {fmt(lihua['answer_rate'], '.3f')} of {fmt(lihua['ceiling'], '.3f')}"
+    goals.append(goal(text, measured, value, None if value is None else value >= GOAL_ANSWER_KEPT, about, why))
+    medians = {name: row["median_chars"] for name, row in sets.items() if row["median_chars"] is not None}
+    longest = max(medians, key=medians.__getitem__, default="")
+    text = f"median answer ≤ {GOAL_ANSWER_CHARS:.0f} characters on every dataset (the notice line left out)"
+    measured = ", ".join(f"{name} {value:.0f}" for name, value in medians.items())
+    ok = None if not medians else medians[longest] <= GOAL_ANSWER_CHARS
+    goals.append(goal(text, measured, medians.get(longest), ok, about, why))
+    value, asked = orchard["answer_rate"], orchard["questions"]
+    text = "every orchard question with a written answer is answered correctly (no model)"
+    measured = f"{fmt(value, '.3f')} of {fmt(asked, ',.0f')} questions"
+    goals.append(goal(text, measured, value, None if value is None else value == 1.0, about, why))
+    counted = [row for row in sets.values() if row["headings"] is not None and row["internal"] is not None]
+    shown = sum((row["headings"] or 0) + (row["internal"] or 0) for row in counted)
+    text = "no answer shows markdown heading syntax or graph-internal text"
+    heads, internal = (sum(row[k] or 0 for row in counted) for k in ("headings", "internal"))
+    answers = sum(row["questions"] or 0 for row in counted)
+    measured = f"{heads:.0f} with headings, {internal:.0f} with graph text in {answers:.0f} answers"
+    return [*goals, goal(text, measured, shown, shown == 0 if counted else None, about, why)]
+
+
 def suite_goals(latest: J) -> list[J]:
     """The suite's own wall time against its budget, for the full run and for `--quick`."""
     goals = []
@@ -255,6 +292,6 @@ def suite_goals(latest: J) -> list[J]:
 
 def judge(latest: J) -> list[J]:
     """Every goal, judged on an assembled latest.json (`report_data.assemble`)."""
-    areas = (retrieval_goals, choice_goals, routing_goals, streaming_goals, graph_goals, suite_goals)
+    areas = (retrieval_goals, choice_goals, routing_goals, answer_goals, streaming_goals, graph_goals, suite_goals)
     goals: list[J] = clean([found for goals in areas for found in goals(latest)])
     return goals
