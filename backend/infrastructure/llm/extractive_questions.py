@@ -85,6 +85,7 @@ _DATE = re.compile(
     r"公元|春季|夏季|秋季|冬季",
     re.IGNORECASE,
 )
+_YEAR = re.compile(r"(?:1[0-9]|20)\d\ds?")
 _NUMBER = re.compile(
     r"\d|[£$€¥%％]|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|"
     r"fifty|sixty|seventy|eighty|ninety|hundred|thousand|million|billion|dozen|half|several|once|twice)\b|"
@@ -229,8 +230,9 @@ def holds(sentence: str, kind: AnswerKind, question: Asked, lower_words: frozens
         return _holds_chinese(sentence, kind, question)
     if kind is AnswerKind.DATE:
         return _new(_DATE.findall(sentence), question)
-    if kind is AnswerKind.NUMBER:
-        return _new(re.findall(r"[\w.,£$€¥%]*\d[\w.,%]*|" + _NUMBER.pattern, sentence, re.I), question)
+    if kind is AnswerKind.NUMBER:  # a year is a date, not a quantity
+        found = re.findall(r"[\w.,£$€¥%]*\d[\w.,%]*|" + _NUMBER.pattern, sentence, re.I)
+        return _new([f for f in found if not _YEAR.fullmatch(f.strip(".,"))], question)
     if kind is AnswerKind.PLACE:
         places = _PLACE_AFTER.findall(sentence) + _PLACE_WORDS.findall(sentence)
         return _new(places, question)
