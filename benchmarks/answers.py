@@ -350,7 +350,8 @@ def main() -> None:
     print_table(results)
     document = merged(output, results, started.isoformat(timespec="seconds"))
     document["duration_s"] = round(time.perf_counter() - clock, 1)
-    save_result(output, "answers", machine(), started, vars(args) | {"output": str(args.output)}, document)
+    parameters = vars(args) | {"output": str(args.output) if args.output else None}
+    save_result(output, "answers", machine(), started, parameters, document)
 
 
 if __name__ == "__main__":
