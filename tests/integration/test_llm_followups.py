@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
-
 import pytest
 
 from backend.application.chat.budgets import BudgetPolicy
@@ -44,15 +42,6 @@ HISTORY = (
 FOLLOW_UP = "Where did his father study?"
 OFFLINE = "Where did Coulson Wallop's father study?"
 REWRITTEN = "Where did the father of Coulson Wallop study?"
-
-
-@pytest.fixture
-async def model(scripted_llm: ScriptedLLM) -> AsyncIterator[OpenAICompatibleChatModel]:
-    client = OpenAICompatibleChatModel(
-        base_url=scripted_llm.base_url, api_key="rewrite-key", model="scripted-model", max_retries=0, timeout_s=5
-    )
-    yield client
-    await client.aclose()
 
 
 def router(model: OpenAICompatibleChatModel, timeout_s: float = 2.0) -> RouterGraph:

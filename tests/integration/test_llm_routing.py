@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import Sequence
 from typing import Any
 
 import pytest
@@ -29,15 +29,6 @@ KBS = [
     KnowledgeBase("law", "Tenancy law for landlords and tenants", ("lease", "tenant", "deposit")),
 ]
 UNCLEAR = "My landlord kept the money I paid when I moved in. Is that allowed?"
-
-
-@pytest.fixture
-async def model(scripted_llm: ScriptedLLM) -> AsyncIterator[OpenAICompatibleChatModel]:
-    client = OpenAICompatibleChatModel(
-        base_url=scripted_llm.base_url, api_key="routing-key", model="scripted-model", max_retries=0, timeout_s=5
-    )
-    yield client
-    await client.aclose()
 
 
 def router(
