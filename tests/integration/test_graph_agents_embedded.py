@@ -15,7 +15,7 @@ from backend.application.ports.ingestion import SourceDocument
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.agents import DeepResearchAgent, FusionAgent, GraphAgent, HybridAgent, NaiveRagAgent
 from backend.graphrag_agent.ports import AgentTrace, RetrievalAgent
-from backend.infrastructure.agents.rag_factory.builders import AGENT_BUILDERS, AgentResources
+from backend.infrastructure.agents.rag_factory.builders import AGENT_BUILDERS, AgentResources, fusion_lead
 from backend.infrastructure.graph_store.embedded.store import EmbeddedGraphStore
 from tests.support.datasets import dataset_path, require_dataset
 from tests.support.embedder import shared_minilm
@@ -177,7 +177,8 @@ async def test_the_service_built_fusion_shares_its_members_reads_and_finds_the_s
             build(KB, AgentResources(cast(Any, plain_store), embedder))
             for name, build in AGENT_BUILDERS.items()
             if name != "fusion_agent"
-        ]
+        ],
+        lead=fusion_lead(KB),
     )
     shared = AGENT_BUILDERS["fusion_agent"](KB, AgentResources(cast(Any, shared_store), embedder))
     for question in questions():
