@@ -170,7 +170,9 @@ async def test_the_official_js_client_accepts_the_stream_and_rebuilds_the_answer
 ) -> None:
     second = ["It", " grows", " apples."]
     failing = Reply(tokens=["Partial", " answer", " lost"], drop_after=2)
-    scripted_llm.script(Reply(tokens=TOKENS, delay_s=0.02), Reply(tokens=second), failing)
+    # The follow-ups refer back ("it"): with a model, each is first rewritten to stand alone (one call each).
+    rewrites = [Reply(tokens=[q], content=q) for q in ("What does Wrenfield grow?", "Who runs Wrenfield now?")]
+    scripted_llm.script(Reply(tokens=TOKENS, delay_s=0.02), rewrites[0], Reply(tokens=second), rewrites[1], failing)
     thread = "t-" + uuid.uuid4().hex[:12]
     observed = run_node(
         "agui_client.mjs",
@@ -200,9 +202,10 @@ async def test_the_official_js_client_accepts_the_stream_and_rebuilds_the_answer
     answers = [m["content"] for m in rebuilt if m["role"] == "assistant" and m.get("content")]
     assert answers[:2] == ["".join(TOKENS), "".join(second)]
 
-    # The second run continued the same thread: the model saw the first turn as history.
+    # The second run continued the same thread: the rewrite and then the answer saw the first turn.
     assert "error" not in second_run, second_run.get("error")
-    history = [m["content"] for m in scripted_llm.requests[1]["messages"] if m["role"] in ("user", "assistant")]
+    assert "".join(TOKENS) in scripted_llm.requests[1]["messages"][-1]["content"]
+    history = [m["content"] for m in scripted_llm.requests[2]["messages"] if m["role"] in ("user", "assistant")]
     assert "".join(TOKENS) in history
 
     # A failed run reaches the client as the run's error (RUN_ERROR), not as a protocol violation.
