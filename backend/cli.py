@@ -150,6 +150,11 @@ async def _ingest(service: KnowledgeService, kb_prefix: str, paths: list[Path]) 
         f"{report.documents_replaced} replaced; {report.chunks_written} chunks, "
         f"{report.entity_mentions} entity and {report.relation_mentions} relation mentions, "
         f"{report.model_calls} model calls"
+        + (
+            f"; {report.extraction_fallbacks} chunks extracted offline (the model's answer did not parse)"
+            if report.extraction_fallbacks
+            else ""
+        )
     )
     return report
 

@@ -64,6 +64,7 @@ class Extraction:
     relation_mentions: tuple[RelationMention, ...]
     model_calls: int = 0  # LLM calls actually made (cache misses, retries included)
     cache_hits: int = 0
+    fallbacks: int = 0  # chunks whose model answer did not parse, extracted offline instead
 
 
 @dataclass(frozen=True, slots=True)

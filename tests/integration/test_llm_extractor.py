@@ -251,6 +251,31 @@ async def test_unlisted_relationship_ends_become_other_entities(
     assert relation.weight == 8.0 and relation.description == "Scrooge was apprenticed to Fezziwig."
 
 
+async def test_an_answer_that_does_not_parse_is_extracted_offline_and_counted(
+    scripted_llm: ScriptedLLM, model: OpenAICompatibleChatModel, cache: ExtractionCache, caplog: Any
+) -> None:
+    readable = next(o for o in recorded_extractions() if parse_tuples(o).relationships)
+    scripted_llm.script(Reply(content=readable), Reply(content="Sure! Scrooge is the main character."))
+    doc, chunks = document("Stave One", [carol_chunks()[40], "Ebenezer Scrooge kept his counting-house in London."])
+    with caplog.at_level("WARNING"):
+        result = await LlmExtractor(model, cache, max_concurrency=1).extract(KB, doc, chunks)
+    assert result.fallbacks == 1
+    offline = {m.name for m in result.entity_mentions if m.chunk_id == chunks[1].chunk_id}
+    assert "Ebenezer Scrooge" in offline and "London" in offline  # the offline extractor's, for that chunk
+    assert any(m.chunk_id == chunks[0].chunk_id for m in result.relation_mentions)  # the model's stay
+    assert "1 of 2 chunks" in caplog.text and "extracted offline" in caplog.text
+    assert_invariants(result)
+
+
+async def test_an_answer_that_finds_nothing_is_not_a_fallback(
+    scripted_llm: ScriptedLLM, model: OpenAICompatibleChatModel, cache: ExtractionCache
+) -> None:
+    scripted_llm.script(Reply(content="<|COMPLETE|>"))
+    doc, chunks = document("Blank", ["It was a cold, bleak, biting day."])
+    result = await LlmExtractor(model, cache).extract(KB, doc, chunks)
+    assert result.fallbacks == 0 and result.entity_mentions == ()
+
+
 # -- failures -------------------------------------------------------------------------------------------
 
 

@@ -87,3 +87,37 @@ async def test_model_extraction_and_reports_build_the_graph_once(
     finally:
         await cache.close()
         await store.close()
+
+
+async def test_a_model_that_answers_in_another_format_never_leaves_the_kb_without_entities(
+    scripted_llm: ScriptedLLM, tmp_path: Path, caplog: Any
+) -> None:
+    reports = itertools.cycle(recorded_reports())
+
+    def respond(body: dict[str, Any]) -> Reply:
+        if body["messages"][0]["content"] == EXTRACTION_PROMPT:
+            return Reply(content="Here are the people: Scrooge, Marley and Bob Cratchit.")
+        answer = next(reports)
+        return Reply(tokens=[answer], content=answer)
+
+    scripted_llm.responder = respond
+    store = await EmbeddedGraphStore.open(tmp_path / "graph.db")
+    cache = await ExtractionCache.open(tmp_path / "llm_cache.db")
+    model = OpenAICompatibleChatModel(scripted_llm.base_url, "replay-key", "gpt-4o", max_retries=0)
+    try:
+        embedder = HashEmbedder()
+        communities = CommunityMaintainer(store, embedder, CommunityBuilder(LlmCommunitySummarizer(model)))
+        indexer = GraphIndexer(
+            store, embedder, TokenChunker(300, 0), LlmExtractor(model, cache), communities, KbLocks()
+        )
+        with caplog.at_level("WARNING"):
+            report = await indexer.index(KB, [SourceDocument("A Christmas Carol", carol_excerpt(), source="c.txt")])
+        assert report.extraction_fallbacks == report.chunks_written > 0
+        assert (await store.counts(KB.kb_prefix)).entities > 20  # the offline extractor's
+        (record,) = await store.list_documents(KB.kb_prefix)
+        assert record.metadata["extraction_fallbacks"] == report.chunks_written
+        assert f"extraction of {report.chunks_written} chunks did not parse" in caplog.text
+    finally:
+        await model.aclose()
+        await cache.close()
+        await store.close()

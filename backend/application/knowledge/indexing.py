@@ -133,6 +133,12 @@ class GraphIndexer:
             report.chunks_written,
             report.model_calls,
         )
+        if report.extraction_fallbacks:
+            logger.warning(
+                "kb=%s: the model's extraction of %d chunks did not parse; they were extracted offline",
+                kb.kb_prefix,
+                report.extraction_fallbacks,
+            )
         return report
 
     async def _write_batches(
@@ -204,7 +210,10 @@ class GraphIndexer:
         documents: list[DocumentWrite] = []
         offset = 0
         for work, extraction in zip(prepared.values(), extractions, strict=True):
-            graph = DocumentGraph(work.record, work.chunks, extraction.entity_mentions, extraction.relation_mentions)
+            record = work.record
+            if extraction.fallbacks:  # the document's record says how much of it the model did not extract
+                record = replace(record, metadata={**record.metadata, "extraction_fallbacks": extraction.fallbacks})
+            graph = DocumentGraph(record, work.chunks, extraction.entity_mentions, extraction.relation_mentions)
             mentioned = {mention.entity_id for mention in extraction.entity_mentions}
             offered = {entity_id: entity_vectors[entity_id] for entity_id in mentioned if entity_id in entity_vectors}
             documents.append(DocumentWrite(graph, chunk_vectors[offset : offset + len(work.chunks)], offered))
@@ -231,6 +240,7 @@ class GraphIndexer:
                     entity_mentions=len(extraction.entity_mentions),
                     relation_mentions=len(extraction.relation_mentions),
                     model_calls=extraction.model_calls,
+                    extraction_fallbacks=extraction.fallbacks,
                 )
             )
 

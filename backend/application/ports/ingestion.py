@@ -39,6 +39,7 @@ class IndexReport:
     entity_mentions: int = 0
     relation_mentions: int = 0
     model_calls: int = 0
+    extraction_fallbacks: int = 0  # chunks whose model extraction did not parse, extracted offline instead
     doc_ids: tuple[str, ...] = ()
 
     def __add__(self, other: IndexReport) -> IndexReport:

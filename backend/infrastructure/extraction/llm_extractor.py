@@ -6,7 +6,10 @@ The answer is cached under sha256(model name + messages), so extracting identica
 call, in this process or the next. A failed call is retried once; a second failure raises
 `ExtractionFailed` (a `ModelError`) naming the chunk, and the caller decides what to do with the
 document. The answer is parsed leniently (`tuples.parse_tuples`); relationship endpoints the model
-did not list as entities become entities of type "other".
+did not list as entities become entities of type "other". A chunk whose answer holds nothing readable (no
+record and no completion marker, or only records that do not parse) is extracted by the offline extractor
+instead, and counted in `Extraction.fallbacks`: the ingestion report, a warning and the document's record say
+how many, so a model that answers in another format never leaves a KB silently without entities.
 """
 
 from __future__ import annotations
@@ -14,7 +17,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from backend.application.ports.chat_model import ChatModel
 from backend.domain import ids
@@ -22,6 +25,7 @@ from backend.domain.conversation import Message, Role
 from backend.domain.errors import ModelError
 from backend.domain.graph import ChunkRecord, DocumentRecord, Extraction
 from backend.graphrag_agent.extraction.base import OTHER, ExtractionBuilder
+from backend.graphrag_agent.extraction.offline import OfflineExtractor
 from backend.graphrag_agent.extraction.prompts import extraction_prompt
 from backend.graphrag_agent.extraction.tuples import ParsedTuples, parse_tuples
 from backend.infrastructure.extraction.cache import ExtractionCache, cache_key
@@ -61,6 +65,7 @@ class LlmExtractor:
         cache: ExtractionCache,
         max_concurrency: int = 4,
         model_name: str | None = None,
+        fallback: OfflineExtractor | None = None,
     ) -> None:
         if max_concurrency < 1:
             raise ValueError("max_concurrency must be at least 1")
@@ -68,6 +73,7 @@ class LlmExtractor:
         self._cache = cache
         self._model_name = model_name or model.model_name
         self._slots = asyncio.Semaphore(max_concurrency)
+        self._fallback = fallback or OfflineExtractor()
 
     async def extract(self, kb: str, document: DocumentRecord, chunks: Sequence[ChunkRecord]) -> Extraction:
         requests = [self._request(document.title, chunk) for chunk in chunks]
@@ -76,14 +82,32 @@ class LlmExtractor:
             unique.setdefault(request.key, request)  # identical chunks (same text and title) share one call
         answers = await self._answer_all(document.title, list(unique.values()))
         builder = ExtractionBuilder(kb)
+        unreadable: list[ChunkRecord] = []
         for chunk, request in zip(chunks, requests, strict=True):
             parsed = parse_tuples(answers[request.key].text)
             if parsed.skipped:
                 _log.info("skipped %d unreadable records in the answer for chunk %d", parsed.skipped, chunk.ordinal)
+            if _holds_nothing_readable(parsed):
+                unreadable.append(chunk)
             _add_records(builder, chunk.chunk_id, parsed)
         calls = sum(answer.calls for answer in answers.values())
         fresh = sum(1 for answer in answers.values() if answer.calls)
-        return builder.build(model_calls=calls, cache_hits=len(chunks) - fresh)
+        extraction = builder.build(model_calls=calls, cache_hits=len(chunks) - fresh)
+        if not unreadable:
+            return extraction
+        _log.warning(
+            "the model's extraction of %d of %d chunks of %r did not parse; they are extracted offline",
+            len(unreadable),
+            len(chunks),
+            document.title,
+        )
+        offline = await self._fallback.extract(kb, document, unreadable)
+        return replace(
+            extraction,
+            entity_mentions=extraction.entity_mentions + offline.entity_mentions,
+            relation_mentions=extraction.relation_mentions + offline.relation_mentions,
+            fallbacks=len(unreadable),
+        )
 
     def _request(self, title: str, chunk: ChunkRecord) -> _Request:
         system, user = extraction_prompt(title, chunk.text)
@@ -126,6 +150,12 @@ class LlmExtractor:
             f"{failure.message}",
             request.ordinal,
         ) from failure
+
+
+def _holds_nothing_readable(parsed: ParsedTuples) -> bool:
+    """No record read, and either records that did not parse or no completion marker: not an answer in the
+    format asked for (a chunk the model found nothing in ends with the marker alone)."""
+    return not parsed.entities and not parsed.relationships and (parsed.skipped > 0 or not parsed.complete)
 
 
 def _add_records(builder: ExtractionBuilder, chunk_id: str, parsed: ParsedTuples) -> None:

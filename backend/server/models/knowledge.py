@@ -86,6 +86,7 @@ class IngestResponse(BaseModel):
     entity_mentions: int
     relation_mentions: int
     model_calls: int
+    extraction_fallbacks: int
     doc_ids: list[str]
 
     @classmethod
