@@ -35,6 +35,7 @@ from backend.domain.events import (
     ProgressEvent,
     RetrievedEvent,
     RoutedEvent,
+    SourcesEvent,
     Stage,
     StartEvent,
     StreamEvent,
@@ -70,10 +71,11 @@ def run_events(tokens: int) -> list[StreamEvent]:
         ProgressEvent(Stage.RETRIEVAL, 0, 1),
         ProgressEvent(Stage.RETRIEVAL, 1, 1, agent_type="hybrid_agent", retrieval_count=8),
         RetrievedEvent(QUESTION, "orchard", AgentRun("hybrid_agent", WORKER.name, results, duration_ms=40.0)),
-        CitationsEvent(citations),
+        SourcesEvent(citations),
         ProgressEvent(Stage.GENERATION, 0, 1),
         *(TokenEvent(f" word{i % 50}") for i in range(tokens)),
         ProgressEvent(Stage.GENERATION, 1, 1),
+        CitationsEvent(citations[:2], citations[2:]),
         DoneEvent("message-1"),
     ]
 

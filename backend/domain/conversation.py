@@ -30,7 +30,8 @@ class Message:
 
 @dataclass(frozen=True, slots=True)
 class Citation:
-    """A piece of evidence an answer refers to, as shown to the client (`[n]` markers count from 1)."""
+    """A source an answer was given, as shown to the client: a cited one is the n-th of the answer's citations
+    (its `[n]` markers count from 1), a consulted one is not cited (domain/citations.py)."""
 
     id: str
     title: str
@@ -59,6 +60,7 @@ class NewMessage:
     role: Role
     content: str
     citations: tuple[Citation, ...] = ()
+    consulted: tuple[Citation, ...] = ()  # sources the answer was given and does not cite
     debug: dict[str, Any] | None = None
     completed: bool = True
     request_id: str | None = None
@@ -75,6 +77,7 @@ class StoredMessage:
     content: str
     created_at: datetime
     citations: tuple[Citation, ...] = ()
+    consulted: tuple[Citation, ...] = ()
     debug: dict[str, Any] | None = None
     completed: bool = True
     request_id: str | None = None

@@ -1,9 +1,10 @@
 """Typed stream events (SPEC §5, §10). Each protocol turns them into its wire format in one place.
 
-Most kinds are on the SSE wire as they are. Two are internal (`INTERNAL_KINDS`): the route decision and each
+Most kinds are on the SSE wire as they are. Three are internal (`INTERNAL_KINDS`): the route decision, each
 finished retrieval, with everything a protocol or a middleware may want from them (AG-UI shows them as
-steps and tool calls, the debug middleware logs them); the SSE protocol shows them through `progress`
-events and, with debug, `execution_log`.
+steps and tool calls, the debug middleware logs them), and the numbered sources the answer is written
+against; the SSE protocol shows the first two through `progress` events and, with debug, `execution_log`,
+and the sources through the `citations` event that follows the answer.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from backend.domain.routing import RouteDecision
 class EventKind(StrEnum):
     START = "start"
     PROGRESS = "progress"
+    SOURCES = "sources"
     CITATIONS = "citations"
     TOKEN = "token"
     REASONING = "reasoning"
@@ -30,7 +32,7 @@ class EventKind(StrEnum):
     RETRIEVED = "retrieved"
 
 
-INTERNAL_KINDS = frozenset({EventKind.ROUTED, EventKind.RETRIEVED})
+INTERNAL_KINDS = frozenset({EventKind.ROUTED, EventKind.RETRIEVED, EventKind.SOURCES})
 
 
 class Stage(StrEnum):
@@ -56,8 +58,22 @@ class ProgressEvent:
 
 
 @dataclass(frozen=True, slots=True)
+class SourcesEvent:
+    """Internal, before the first token: the sources the answer is written against, numbered from 1 in this
+    order (the evidence given to the model or quoted). The stream renumbers the answer's markers against them
+    (domain/citations.py)."""
+
+    sources: tuple[Citation, ...]
+    kind: EventKind = field(default=EventKind.SOURCES, init=False)
+
+
+@dataclass(frozen=True, slots=True)
 class CitationsEvent:
+    """After the answer's last token: the sources its text cites (`[n]` counts from 1 in this order), and the
+    other sources it was given (consulted, not cited)."""
+
     citations: tuple[Citation, ...]
+    consulted: tuple[Citation, ...] = ()
     kind: EventKind = field(default=EventKind.CITATIONS, init=False)
 
 
@@ -123,6 +139,7 @@ class RetrievedEvent:
 StreamEvent = (
     StartEvent
     | ProgressEvent
+    | SourcesEvent
     | CitationsEvent
     | TokenEvent
     | ReasoningEvent

@@ -1,4 +1,4 @@
--- Conversation history schema (SPEC §6), version 2.
+-- Conversation history schema (SPEC §6), version 3.
 --
 -- Idempotent: every statement is IF NOT EXISTS / ON CONFLICT DO NOTHING, so running it again is a
 -- no-op. The Postgres adapter applies it at start-up inside one transaction holding an advisory lock,
@@ -39,6 +39,9 @@ CREATE TABLE IF NOT EXISTS messages (
 ALTER TABLE messages ADD COLUMN IF NOT EXISTS reply_to uuid REFERENCES messages (id) ON DELETE CASCADE;
 CREATE INDEX IF NOT EXISTS messages_reply_to_idx ON messages (reply_to) WHERE reply_to IS NOT NULL;
 
+-- Version 3: an answer's citations are the sources its text cites; the other sources it was given are kept apart.
+ALTER TABLE messages ADD COLUMN IF NOT EXISTS consulted jsonb NOT NULL DEFAULT '[]'::jsonb;
+
 -- History reads: one conversation, newest first by seq.
 CREATE INDEX IF NOT EXISTS messages_conversation_seq_idx ON messages (conversation_id, seq);
 
@@ -60,4 +63,4 @@ CREATE TABLE IF NOT EXISTS feedback (
 
 CREATE INDEX IF NOT EXISTS feedback_message_idx ON feedback (message_id);
 
-INSERT INTO schema_version (version) VALUES (1), (2) ON CONFLICT (version) DO NOTHING;
+INSERT INTO schema_version (version) VALUES (1), (2), (3) ON CONFLICT (version) DO NOTHING;

@@ -379,23 +379,30 @@ async def test_messages_without_request_id_are_never_deduplicated(store: Convers
     assert [m.content for m in await store.list_messages(conversation)] == ["same", "same"]
 
 
-async def test_citations_debug_and_flags_round_trip(store: ConversationStore) -> None:
+async def test_cited_and_consulted_sources_debug_and_flags_round_trip(store: ConversationStore) -> None:
     conversation = await _conversation(store)
     citations = (
         Citation(id="1", title="Guide — 第一章", doc_id="doc-a", chunk_id="doc-a#3", snippet='said "yes"'),
         Citation(id="2", title="Notes", doc_id="doc-b", chunk_id="doc-b#0", snippet=""),
     )
+    consulted = (Citation(id="3", title="Other", doc_id="doc-c", chunk_id="doc-c#1", snippet="not cited"),)
     debug = {"route": {"kb": "docs", "confidence": 0.9}, "steps": [1, 2, {"ok": True}], "note": None}
     message = NewMessage(
-        Role.ASSISTANT, "answer [1][2]", citations=citations, debug=debug, completed=False, request_id="req-9"
+        Role.ASSISTANT,
+        "answer [1][2]",
+        citations=citations,
+        consulted=consulted,
+        debug=debug,
+        completed=False,
+        request_id="req-9",
     )
 
     stored = await store.append_message(conversation, message)
     [listed] = await store.list_messages(conversation)
 
     for got in (stored, listed):
-        assert got.citations == citations
-        assert all(isinstance(c, Citation) for c in got.citations)
+        assert (got.citations, got.consulted) == (citations, consulted)
+        assert all(isinstance(c, Citation) for c in got.citations + got.consulted)
         assert got.debug == debug
         assert got.completed is False
         assert got.role is Role.ASSISTANT
@@ -411,7 +418,8 @@ async def test_plain_message_has_no_citations_and_no_debug(store: ConversationSt
     stored = await store.append_message(conversation, NewMessage(Role.SYSTEM, "be brief"))
     [listed] = await store.list_messages(conversation)
 
-    assert (listed.citations, listed.debug, listed.completed, listed.request_id) == ((), None, True, None)
+    assert (listed.citations, listed.consulted, listed.debug, listed.completed) == ((), (), None, True)
+    assert listed.request_id is None
     assert listed.role is Role.SYSTEM
     assert listed == stored
 

@@ -82,8 +82,13 @@ async def test_a_rag_run_streams_steps_tool_calls_citations_and_the_answer(
 
     custom = {e.name: e.value for e in events if e.type is EventType.CUSTOM}
     assert custom["route"]["worker_name"] == "orchard:naive_rag_agent:retrieve_only"
-    assert any(c["title"] == "History of Wrenfield Orchard" and c["snippet"] for c in custom["citations"])
-    assert types(events).index(EventType.CUSTOM) < types(events).index(EventType.TEXT_MESSAGE_START)
+    sources = custom["citations"] + custom["consulted"]
+    assert any(c["title"] == "History of Wrenfield Orchard" and c["snippet"] for c in sources)
+    assert len(custom["citations"]) == 1 and custom["consulted"]  # the answer cites [1] alone
+    # The sources follow the answer's text: its markers tell which were cited.
+    citations_at = [e.name for e in events if e.type is EventType.CUSTOM].index("citations")
+    customs = [i for i, e in enumerate(events) if e.type is EventType.CUSTOM]
+    assert customs[citations_at] > types(events).index(EventType.TEXT_MESSAGE_END)
 
     text = [e for e in events if e.type.name.startswith("TEXT_MESSAGE")]
     assert text[0].type is EventType.TEXT_MESSAGE_START and text[0].role == "assistant"
@@ -189,7 +194,7 @@ async def test_the_official_js_client_accepts_the_stream_and_rebuilds_the_answer
     assert first_run["protocolVersion"] == "1.0"
     assert first_run["eventTypes"][0] == "RUN_STARTED" and first_run["eventTypes"][-1] == "RUN_FINISHED"
     assert first_run["contentDeltas"] == TOKENS
-    assert {c["name"] for c in first_run["custom"]} == {"route", "citations"}
+    assert {c["name"] for c in first_run["custom"]} == {"route", "citations", "consulted"}
 
     # What the client rebuilt: the retrieval as an assistant tool call with its tool result, then the answer.
     rebuilt = observed["messages"]

@@ -37,10 +37,10 @@ async def wait_for_messages(client: httpx.AsyncClient, session: str, count: int)
     raise AssertionError(f"{session} never reached {count} messages")
 
 
-async def test_streamed_answer_cites_before_the_first_token_and_tokens_arrive_as_emitted(
+async def test_streamed_answer_arrives_as_emitted_then_its_cited_and_consulted_sources(
     client: httpx.AsyncClient, scripted_llm: ScriptedLLM
 ) -> None:
-    tokens = ["Wrenfield", " was", " founded", " in", " 1921", " [1]."]
+    tokens = ["Wrenfield", " was", " founded", " in", " 1921", " [2]."]
     scripted_llm.script(Reply(tokens=tokens, delay_s=0.15))
     session = new_session()
     capture = await read_stream(client, "/api/v1/chat/stream", {"session_id": session, "message": FOUNDED})
@@ -50,11 +50,15 @@ async def test_streamed_answer_cites_before_the_first_token_and_tokens_arrive_as
     assert capture.statuses.count("start") == 1 and capture.statuses.count("done") == 1
     assert [event["seq"] for event in capture.events] == list(range(len(capture.events)))
     assert len({event["request_id"] for event in capture.events}) == 1
-    first_token = capture.statuses.index("token")
-    assert capture.statuses.index("citations") < first_token
-    citations = capture.of("citations")[0]["content"]
-    assert any(c["title"] == "History of Wrenfield Orchard" for c in citations)
-    assert [event["content"] for event in capture.of("token")] == tokens
+    last_token = len(capture.statuses) - 1 - capture.statuses[::-1].index("token")
+    assert capture.statuses[last_token + 1 :] == ["progress", "citations", "done"]
+    [cited] = capture.of("citations")
+    citations, consulted = cited["content"], cited["consulted"]
+    # The model cited its second source: the answer's only citation, so the client reads [1].
+    assert [event["content"] for event in capture.of("token")] == [*tokens[:-1], " [1]."]
+    assert len(citations) == 1 and consulted
+    assert citations[0]["id"] not in {c["id"] for c in consulted}
+    assert "History of Wrenfield Orchard" in {c["title"] for c in citations + consulted}
 
     # One model delta → one token event, sent at once: token k reached the client before the
     # scripted model even wrote token k+1 (same process, same clock).
@@ -63,18 +67,18 @@ async def test_streamed_answer_cites_before_the_first_token_and_tokens_arrive_as
     for k in range(len(tokens) - 1):
         assert token_arrivals[k] < sent[k + 1], f"token {k} was held back until token {k + 1} was sent"
 
-    # The model saw the retrieved sources, numbered as the citations are.
+    # The model saw the retrieved sources numbered in rank order: [2] was the cited one, [1] the first consulted.
     prompt = scripted_llm.requests[0]["messages"][-1]["content"]
-    assert f"[1] {citations[0]['title']}" in prompt
+    assert f"[2] {citations[0]['title']}" in prompt and f"[1] {consulted[0]['title']}" in prompt
     assert prompt.endswith(f"Question: {FOUNDED}")
 
     messages = await wait_for_messages(client, session, 2)
     assert [(m["role"], m["content"], m["completed"]) for m in messages] == [
         ("user", FOUNDED, True),
-        ("assistant", "".join(tokens), True),
+        ("assistant", capture.text, True),
     ]
     assert messages[1]["id"] == capture.events[-1]["message_id"]
-    assert [c["id"] for c in messages[1]["citations"]] == [c["id"] for c in citations]
+    assert (messages[1]["citations"], messages[1]["consulted"]) == (citations, consulted)
 
 
 async def test_sse_framing_headers_and_heartbeat(data_dir: Path, scripted_llm: ScriptedLLM) -> None:
@@ -143,6 +147,7 @@ async def test_extractive_answer_without_a_model(data_dir: Path) -> None:
     assert body["answer"].startswith("Extractive answer")
     assert "£12 per adult" in body["answer"]
     assert body["citations"][0]["title"] == "Visiting Wrenfield"
+    assert all(f"[{n}]" in body["answer"] for n in range(1, len(body["citations"]) + 1))
     assert body["route"]["worker_name"] == "orchard:naive_rag_agent:retrieve_only"
 
 
@@ -156,10 +161,10 @@ async def test_router_picks_the_kb_by_itself_and_general_chat_skips_retrieval(
         )
     ).json()
     assert (routed["route"]["kb_prefix"], routed["route"]["method"]) == ("orchard", "heuristic")
-    assert routed["citations"]
+    assert routed["citations"] == [] and routed["consulted"]  # an answer without markers cites nothing
     general = (await client.post("/api/v1/chat", json={"session_id": new_session(), "message": "hi!"})).json()
     assert (general["route"]["kb_prefix"], general["route"]["worker_name"]) == ("general", "")
-    assert general["citations"] == []
+    assert general["citations"] == general["consulted"] == []
 
 
 async def test_history_listing_paging_and_clear(client: httpx.AsyncClient, scripted_llm: ScriptedLLM) -> None:

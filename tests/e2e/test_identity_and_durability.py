@@ -142,7 +142,8 @@ async def test_postgres_conversation_store_serves_the_stream(
             ready = (await http.get("/ready")).json()
         messages = await _messages(running.base_url, session)
     assert capture.text == "Second Sunday in May [1]."
-    assert capture.statuses.index("citations") < capture.statuses.index("token")
+    assert capture.statuses.index("citations") > capture.statuses.index("token")
+    assert len(capture.of("citations")[0]["content"]) == 1
     assert ready["checks"]["conversation_store"] == "ok"
     assert [(m["role"], m["completed"]) for m in messages] == [("user", True), ("assistant", True)]
     assert messages[1]["id"] == capture.events[-1]["message_id"]

@@ -103,10 +103,13 @@ async def test_a_completion_returns_the_answer_with_citations_as_url_annotations
 
     annotations = annotations_of(choice.message)
     assert annotations and all(a["type"] == "url_citation" for a in annotations)
-    citations = [a["url_citation"] for a in annotations]
-    assert {c["title"] for c in citations} <= await orchard_titles(http)
-    assert "History of Wrenfield Orchard" in {c["title"] for c in citations}
-    first = citations[0]
+    sources = [a["url_citation"] for a in annotations]
+    assert {c["title"] for c in sources} <= await orchard_titles(http)
+    assert "History of Wrenfield Orchard" in {c["title"] for c in sources}
+    # The answer cites one source: it comes first, the others follow as consulted, spanning nothing.
+    assert [c["cited"] for c in sources] == [True] + [False] * (len(sources) - 1)
+    assert all(c["start_index"] == c["end_index"] == len(answer) for c in sources[1:])
+    first = sources[0]
     assert answer[first["start_index"] : first["end_index"]] == "[1]"
     assert first["snippet"] and first["doc_id"] and first["chunk_id"]
     # The url is the cited document in this API, and it resolves to that document.
@@ -121,7 +124,8 @@ async def test_a_completion_returns_the_answer_with_citations_as_url_annotations
         ("user", FOUNDED, True),
         ("assistant", answer, True),
     ]
-    assert [c["title"] for c in messages[1]["citations"]] == [c["title"] for c in citations]
+    assert [c["title"] for c in messages[1]["citations"]] == [first["title"]]
+    assert [c["title"] for c in messages[1]["consulted"]] == [c["title"] for c in sources[1:]]
 
 
 async def test_a_stream_sends_one_chunk_per_token_as_it_arrives_then_annotations_and_stop(
@@ -163,13 +167,14 @@ async def test_a_stream_sends_one_chunk_per_token_as_it_arrives_then_annotations
     assert "History of Wrenfield Orchard" in titles and set(titles) <= await orchard_titles(http)
     answer = "".join(tokens)
     assert answer[annotations[0]["url_citation"]["start_index"] : annotations[0]["url_citation"]["end_index"]] == "[1]"
+    assert [a["url_citation"]["cited"] for a in annotations] == [True] + [False] * (len(annotations) - 1)
 
     messages = await stored(http, session, 2)
     assert [(m["role"], m["content"], m["completed"]) for m in messages] == [
         ("user", FOUNDED, True),
         ("assistant", answer, True),
     ]
-    assert [c["title"] for c in messages[1]["citations"]] == titles
+    assert [c["title"] for c in messages[1]["citations"] + messages[1]["consulted"]] == titles
 
 
 async def test_the_raw_stream_is_lf_framed_and_ends_with_done(

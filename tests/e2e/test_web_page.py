@@ -106,10 +106,12 @@ def test_chat_in_the_browser_streams_cites_routes_keeps_history_and_clears(
     assert answer["text"] == "".join(TOKENS)
     assert answer["htmlElementsInText"] == 0  # "<b>by</b>" stayed text
     assert answer["markerLinks"] == 1  # [1] links to the first citation
-    assert answer["citations"], answer
-    assert all(citation["title"] in ORCHARD_TITLES for citation in answer["citations"])
-    assert all(citation["snippet"].strip() for citation in answer["citations"])
-    assert "History of Wrenfield Orchard" in {citation["title"] for citation in answer["citations"]}
+    # The answer cites one source: it alone is listed as cited, the others it was given apart, as consulted.
+    assert len(answer["citations"]) == 1, answer
+    assert answer["consulted"], answer
+    assert all(source["title"] in ORCHARD_TITLES for source in answer["citations"] + answer["consulted"])
+    assert all(source["snippet"].strip() for source in answer["citations"] + answer["consulted"])
+    assert answer["citations"][0] not in answer["consulted"]
     assert answer["route"].startswith("Route: knowledge base orchard")
     assert "worker orchard:naive_rag_agent:retrieve_only" in answer["route"]
     assert "chosen by the request: the request names orchard" in answer["route"]
@@ -121,7 +123,7 @@ def test_chat_in_the_browser_streams_cites_routes_keeps_history_and_clears(
     question, stored = seen["afterReload"]
     assert (question["role"], question["text"]) == ("user", QUESTION)
     assert stored["role"] == "assistant" and stored["text"] == "".join(TOKENS)
-    assert stored["citations"] == answer["citations"]
+    assert (stored["citations"], stored["consulted"]) == (answer["citations"], answer["consulted"])
     assert stored["route"] == answer["route"]
     assert stored["markerLinks"] == 1
 
@@ -174,6 +176,8 @@ def test_the_page_works_with_an_api_key_and_the_extractive_answerer(data_dir: Pa
     assert answer["state"] == "done"
     assert answer["text"].startswith("Extractive answer") and "£12 per adult" in answer["text"]
     assert answer["citations"][0]["title"] == "Visiting Wrenfield"
+    assert 1 <= len(answer["citations"]) <= answer["markerLinks"]  # every source listed as cited is cited
+    assert answer["consulted"] and not any(source in answer["citations"] for source in answer["consulted"])
     assert answer["route"].startswith("Route: knowledge base orchard")
     assert "router: orchard (heuristic" in answer["route"] and "requested" not in answer["route"]
     assert "answer: extractive" in answer["route"]

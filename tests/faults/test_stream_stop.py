@@ -14,7 +14,7 @@ from backend.application.chat.stream_handler import SHUTDOWN_CODE, SHUTDOWN_MESS
 from backend.domain.context import RequestContext
 from backend.domain.conversation import StoredMessage
 from backend.domain.errors import ShuttingDown
-from backend.domain.events import DoneEvent, ErrorEvent, StreamEvent, TokenEvent
+from backend.domain.events import DoneEvent, ErrorEvent, ProgressEvent, Stage, StreamEvent, TokenEvent
 from backend.server.errors import status_for
 from tests.faults.helpers import poll
 from tests.support.fakes import FakeAgent, FakeChatModel, evidence
@@ -106,7 +106,7 @@ async def test_a_stream_whose_event_is_being_sent_stops_before_the_next_one() ->
 async def test_the_client_leaving_at_the_same_time_still_cancels_the_stream() -> None:
     wired, _ = _wired(delay_s=10)
     task, seen = await _start(wired)
-    await _until(lambda: any(event.kind.value == "citations" for event in seen))
+    await _until(lambda: any(isinstance(event, ProgressEvent) and event.stage is Stage.GENERATION for event in seen))
 
     wired.stream.stop_streams()
     task.cancel()  # what the server does when the client goes away

@@ -60,6 +60,10 @@ function messages() {
           title: citation.querySelector("[data-testid=citation-title]").textContent,
           snippet: citation.querySelector("[data-testid=citation-snippet]").textContent,
         })),
+        consulted: all("consulted-source").map((source) => ({
+          title: source.querySelector("[data-testid=consulted-source-title]").textContent,
+          snippet: source.querySelector("[data-testid=consulted-source-snippet]").textContent,
+        })),
         route: text("route"),
         error: text("message-error"),
         note: item.querySelector(".note")?.textContent ?? null,

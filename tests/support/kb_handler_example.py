@@ -6,7 +6,7 @@ from collections.abc import AsyncGenerator
 
 from backend.application.ports.generation import GenerationRequest
 from backend.domain.conversation import Citation
-from backend.domain.events import CitationsEvent, StreamEvent, TokenEvent
+from backend.domain.events import SourcesEvent, StreamEvent, TokenEvent
 from backend.domain.knowledge_base import KnowledgeBase
 
 PRICES = {"mill tour": "£12"}
@@ -18,11 +18,11 @@ class PriceTableHandler:
         self.kb = kb
 
     def _answer(self, question: str) -> str:
-        hits = [f"{item} costs {price}" for item, price in PRICES.items() if item in question.lower()]
+        hits = [f"{item} costs {price} [1]" for item, price in PRICES.items() if item in question.lower()]
         return "; ".join(hits) or "not in the price table"
 
     async def stream(self, request: GenerationRequest) -> AsyncGenerator[StreamEvent, None]:
-        yield CitationsEvent((CITATION,))
+        yield SourcesEvent((CITATION,))
         for word in self._answer(request.message).split(" "):
             yield TokenEvent(word + " ")
 

@@ -21,6 +21,7 @@ from backend.domain.events import (
     ReasoningEvent,
     RetrievedEvent,
     RoutedEvent,
+    SourcesEvent,
     Stage,
     StartEvent,
     StreamEvent,
@@ -69,11 +70,13 @@ def rag_events(*agents: str, tokens: tuple[str, ...] = ("Founded", " 1921")) -> 
             ProgressEvent(Stage.RETRIEVAL, index + 1, len(agents), agent_type=agent),
             RetrievedEvent(QUESTION, "orchard", run_of(agent)),
         ]
+    cited, consulted = Citation("1", "History", "d0", "c0", "snippet"), Citation("2", "Visits", "d1", "c1", "open")
     events += [
-        CitationsEvent((Citation("1", "History", "d0", "c0", "snippet"),)),
+        SourcesEvent((cited, consulted)),
         ProgressEvent(Stage.GENERATION, 0, 1),
         *(TokenEvent(token) for token in tokens),
         ProgressEvent(Stage.GENERATION, 1, 1),
+        CitationsEvent((cited,), (consulted,)),
         DoneEvent("msg-1"),
     ]
     return events
@@ -135,13 +138,14 @@ def test_a_rag_run_maps_to_steps_a_tool_call_per_retrieval_citations_and_one_mes
         "TOOL_CALL_END",
         "TOOL_CALL_RESULT",
         "STEP_FINISHED",
-        "CUSTOM",
         "STEP_STARTED",
         "TEXT_MESSAGE_START",
         "TEXT_MESSAGE_CONTENT",
         "TEXT_MESSAGE_CONTENT",
         "TEXT_MESSAGE_END",
         "STEP_FINISHED",
+        "CUSTOM",
+        "CUSTOM",
         "RUN_FINISHED",
     ]
     assert events[0].protocol_version == "1.0"
@@ -149,7 +153,8 @@ def test_a_rag_run_maps_to_steps_a_tool_call_per_retrieval_citations_and_one_mes
     assert events[2].name == "route" and events[2].value["worker_name"] == "orchard:naive_rag_agent:retrieve_only"
     assert orjson.loads(events[6].delta) == {"query": QUESTION, "kb": "orchard", "agent": "naive_rag_agent"}
     assert orjson.loads(events[8].content)["evidence"] == [{"id": "r0", "title": "History"}]
-    assert events[10].name == "citations" and events[10].value[0]["snippet"] == "snippet"
+    assert events[-3].name == "citations" and [c["snippet"] for c in events[-3].value] == ["snippet"]
+    assert events[-2].name == "consulted" and [c["snippet"] for c in events[-2].value] == ["open"]
     assert [e.delta for e in events if e.type is EventType.TEXT_MESSAGE_CONTENT] == ["Founded", " 1921"]
     assert events[-1].result == {"message_id": "msg-1"}
 

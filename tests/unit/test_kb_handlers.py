@@ -13,7 +13,7 @@ from backend.application.rag.kb_handlers import KnowledgeBaseHandlerFactory
 from backend.application.rag.rag_manager import RagManager, RetrievalLimits
 from backend.domain.context import RequestContext
 from backend.domain.errors import InvalidRequest
-from backend.domain.events import CitationsEvent, TokenEvent
+from backend.domain.events import SourcesEvent, TokenEvent
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.retrieval import RagRunSpec
 from backend.domain.worker import Worker
@@ -55,16 +55,16 @@ def request(kb: str) -> GenerationRequest:
 async def test_the_handler_answers_for_its_kb_and_no_agent_runs(tmp_path: Path) -> None:
     executor, agent = build(tmp_path)
     events = [event async for event in executor.stream(request("shop"))]
-    assert isinstance(events[0], CitationsEvent) and events[0].citations[0].id == "table:prices"
-    assert "".join(e.text for e in events if isinstance(e, TokenEvent)).strip() == "mill tour costs £12"
+    assert isinstance(events[0], SourcesEvent) and events[0].sources[0].id == "table:prices"
+    assert "".join(e.text for e in events if isinstance(e, TokenEvent)).strip() == "mill tour costs £12 [1]"
     assert agent.calls == []
 
 
 async def test_other_kbs_keep_the_generic_path(tmp_path: Path) -> None:
     executor, agent = build(tmp_path)
     events = [event async for event in executor.stream(request("docs"))]
-    citations = next(e for e in events if isinstance(e, CitationsEvent)).citations
-    assert [c.id for c in citations] == ["c1"]
+    sources = next(e for e in events if isinstance(e, SourcesEvent)).sources
+    assert [c.id for c in sources] == ["c1"]
     assert len(agent.calls) == 1
 
 

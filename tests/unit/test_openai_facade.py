@@ -16,6 +16,7 @@ from backend.domain.events import (
     ProgressEvent,
     ReasoningEvent,
     RoutedEvent,
+    SourcesEvent,
     Stage,
     StartEvent,
     TokenEvent,
@@ -181,9 +182,9 @@ def test_marker_spans_find_the_exact_marker() -> None:
     assert marker_span(content, 2) == (0, len(content))  # never marked: the whole answer
 
 
-def test_annotations_are_url_citations_in_citation_order() -> None:
+def test_annotations_are_the_cited_sources_in_citation_order_then_the_consulted_ones() -> None:
     content = "Founded in 1921 [1]."
-    annotations = [a.model_dump() for a in annotations_for(content, (HISTORY, SUMMARY), "orchard", BASE)]
+    annotations = [a.model_dump() for a in annotations_for(content, (HISTORY,), (SUMMARY,), "orchard", BASE)]
     assert annotations == [
         {
             "type": "url_citation",
@@ -195,6 +196,7 @@ def test_annotations_are_url_citations_in_citation_order() -> None:
                 "snippet": "Founded in 1921.",
                 "doc_id": "doc/1",
                 "chunk_id": "c1",
+                "cited": True,
             },
         },
         {
@@ -202,11 +204,12 @@ def test_annotations_are_url_citations_in_citation_order() -> None:
             "url_citation": {
                 "url": "http://testserver/api/v1/kbs/orchard/documents",
                 "title": "",
-                "start_index": 0,
+                "start_index": len(content),
                 "end_index": len(content),
                 "snippet": "A community summary.",
                 "doc_id": "",
                 "chunk_id": "",
+                "cited": False,
             },
         },
     ]
@@ -232,16 +235,17 @@ def test_a_stream_is_role_chunk_one_chunk_per_token_then_annotations_and_stop_th
         StartEvent(),
         ProgressEvent(Stage.ROUTING, 0, 1),
         routed(),
-        CitationsEvent((HISTORY, VISITING)),
+        SourcesEvent((HISTORY, VISITING)),
         ReasoningEvent("thinking"),
         TokenEvent("Founded"),
         TokenEvent(' in "1921"'),
-        TokenEvent(" [2]."),
+        TokenEvent(" [1]."),
         ProgressEvent(Stage.GENERATION, 1, 1),
+        CitationsEvent((VISITING,), (HISTORY,)),
         DoneEvent("m-1"),
     ]
     frames = [chunks.frame(event) for event in events]
-    assert [bool(frame) for frame in frames] == [True, False, False, False, True, True, True, True, False, True]
+    assert [bool(frame) for frame in frames] == [True, False, False, False, True, True, True, True, False, False, True]
     sent = decode(b"".join(frames))
     assert sent[-1] == "[DONE]"
     body = sent[:-1]
@@ -254,15 +258,16 @@ def test_a_stream_is_role_chunk_one_chunk_per_token_then_annotations_and_stop_th
         {"reasoning_content": "thinking"},
         {"content": "Founded"},
         {"content": ' in "1921"'},
-        {"content": " [2]."},
+        {"content": " [1]."},
     ]
     assert [c["choices"][0]["finish_reason"] for c in body] == [None] * 5 + ["stop"]
     annotations = deltas[5]["annotations"]
-    assert [a["url_citation"]["title"] for a in annotations] == ["History of Wrenfield Orchard", "Visiting Wrenfield"]
-    content = 'Founded in "1921" [2].'
-    assert annotations[1]["url_citation"]["start_index"] == content.index("[2]")
-    assert annotations[0]["url_citation"]["end_index"] == len(content)
-    assert annotations[1]["url_citation"]["url"] == "http://testserver/api/v1/kbs/orchard/documents/doc2"
+    assert [a["url_citation"]["title"] for a in annotations] == ["Visiting Wrenfield", "History of Wrenfield Orchard"]
+    assert [a["url_citation"]["cited"] for a in annotations] == [True, False]
+    content = 'Founded in "1921" [1].'
+    assert annotations[0]["url_citation"]["start_index"] == content.index("[1]")
+    assert annotations[1]["url_citation"]["start_index"] == len(content)
+    assert annotations[0]["url_citation"]["url"] == "http://testserver/api/v1/kbs/orchard/documents/doc2"
 
 
 def test_an_error_is_an_openai_error_frame_then_done_without_a_stop_chunk() -> None:

@@ -20,7 +20,9 @@ def test_every_event_kind_has_the_protocol_shape_with_request_id_seq_and_ts() ->
     events = [
         StartEvent(),
         ProgressEvent(Stage.RETRIEVAL, completed=1, total=2, agent_type="naive_rag_agent", retrieval_count=3),
-        CitationsEvent((Citation("chunk:1", "Title", "doc", "c1", "snip"),)),
+        CitationsEvent(
+            (Citation("chunk:1", "Title", "doc", "c1", "snip"),), (Citation("chunk:2", "T2", "d2", "c2", "s2"),)
+        ),
         ReasoningEvent("thinking"),
         TokenEvent("Hello"),
         ErrorEvent("model failed", "model_error"),
@@ -47,6 +49,7 @@ def test_every_event_kind_has_the_protocol_shape_with_request_id_seq_and_ts() ->
         {
             "status": "citations",
             "content": [{"id": "chunk:1", "title": "Title", "doc_id": "doc", "chunk_id": "c1", "snippet": "snip"}],
+            "consulted": [{"id": "chunk:2", "title": "T2", "doc_id": "d2", "chunk_id": "c2", "snippet": "s2"}],
         },
         {"status": "reasoning", "content": "thinking"},
         {"status": "token", "content": "Hello"},

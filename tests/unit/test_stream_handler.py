@@ -75,7 +75,8 @@ async def stored(wired: Wired, user: str = "alice", session: str = "s1"):  # typ
 
 
 async def test_golden_event_sequence_of_a_rag_answer() -> None:
-    wired = wire(FakeAgent(results=ORCHARD_FACTS), FakeChatModel(deltas=("Founded", " in", " 1952", " [1].")))
+    facts = [*ORCHARD_FACTS, evidence("chunk:2", "Ada Fenwick planted the first trees.", 0.8, "Founders")]
+    wired = wire(FakeAgent(results=facts), FakeChatModel(deltas=("Founded", " in", " 1952", " [2].")))
     events = await collect(wired, question())
     assert [label(e) for e in events] == [
         "start",
@@ -85,17 +86,20 @@ async def test_golden_event_sequence_of_a_rag_answer() -> None:
         "progress:retrieval:0/1",
         "progress:retrieval:1/1",
         "retrieved",  # internal too
-        "citations",
+        "sources",  # internal: the numbered sources the answer cites against
         "progress:generation:0/1",
         "token",
         "token",
         "token",
         "token",
         "progress:generation:1/1",
+        "citations",
         "done",
     ]
-    citations = next(e for e in events if isinstance(e, CitationsEvent)).citations
-    assert [(c.id, c.title) for c in citations] == [("chunk:1", "History")]
+    cited = next(e for e in events if isinstance(e, CitationsEvent))
+    assert [(c.id, c.title) for c in cited.citations] == [("chunk:2", "Founders")]
+    assert [(c.id, c.title) for c in cited.consulted] == [("chunk:1", "History")]
+    # The model cited its second source: the answer's first citation, so its marker is [1].
     assert [e.text for e in events if isinstance(e, TokenEvent)] == ["Founded", " in", " 1952", " [1]."]
     messages = await stored(wired)
     assert [(m.role, m.content, m.completed) for m in messages] == [
@@ -104,9 +108,25 @@ async def test_golden_event_sequence_of_a_rag_answer() -> None:
     ]
     done = events[-1]
     assert isinstance(done, DoneEvent) and done.message_id == messages[1].id
-    assert messages[1].citations == citations
+    assert (messages[1].citations, messages[1].consulted) == (cited.citations, cited.consulted)
     assert messages[1].debug is not None and messages[1].debug["generation_mode"] == "llm"
     assert messages[1].debug["route"]["worker_name"] == "orchard:naive_rag_agent:retrieve_only"
+
+
+async def test_markers_split_across_model_deltas_are_sent_whole_renumbered_and_stored_as_sent() -> None:
+    facts = [evidence(f"chunk:{n}", f"Fact {n}.", 1 - n / 10) for n in range(1, 4)]
+    deltas = ("Planted", " [", "3", "]", " and", " sold [1", ", 3]", " then [")
+    wired = wire(FakeAgent(results=facts), FakeChatModel(deltas=deltas))
+    events = await collect(wired, question())
+    tokens = [e.text for e in events if isinstance(e, TokenEvent)]
+    # A delta that may only begin a marker goes with the next one; the bracket left open at the end is text.
+    assert tokens == ["Planted", " ", "[1]", " and", " sold ", "[2][1]", " then ", "["]
+    assert [label(e) for e in events][-4:] == ["token", "progress:generation:1/1", "citations", "done"]
+    cited = next(e for e in events if isinstance(e, CitationsEvent))
+    assert ([c.id for c in cited.citations], [c.id for c in cited.consulted]) == (["chunk:3", "chunk:1"], ["chunk:2"])
+    answer = (await stored(wired))[1]
+    assert answer.content == "".join(tokens) == "Planted [1] and sold [2][1] then ["
+    assert (answer.citations, answer.consulted) == (cited.citations, cited.consulted)
 
 
 async def test_general_chat_uses_the_same_protocol_with_an_empty_plan() -> None:
@@ -145,7 +165,7 @@ async def test_model_failure_mid_stream_ends_with_error_then_done_and_a_partial_
 ) -> None:
     wired = wire(FakeAgent(results=ORCHARD_FACTS), FakeChatModel(deltas=("a", "b", "c", "d"), fail_after=2))
     events = await collect(wired, question())
-    assert [label(e) for e in events][-4:] == ["token", "token", "error", "done"]
+    assert [label(e) for e in events][-5:] == ["token", "token", "citations", "error", "done"]
     error = next(e for e in events if isinstance(e, ErrorEvent))
     assert (error.message, error.code) == (ModelError.public_text, "model_error")
     messages = await stored(wired)

@@ -27,7 +27,8 @@ from backend.domain.routing import RouteDecision
 @dataclass(frozen=True, slots=True)
 class ChatResult:
     answer: str
-    citations: tuple[Citation, ...]
+    citations: tuple[Citation, ...]  # cited by the answer's `[n]` markers, in this order
+    consulted: tuple[Citation, ...]  # given to the answer, not cited
     route: RouteDecision
     generation_mode: GenerationMode
     conversation_id: str
@@ -58,6 +59,7 @@ class ChatHandler:
         return ChatResult(
             answer=draft.content,
             citations=draft.citations,
+            consulted=draft.consulted,
             route=draft.decision,
             generation_mode=draft.mode,
             conversation_id=turn.conversation_id,

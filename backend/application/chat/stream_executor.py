@@ -1,4 +1,4 @@
-"""ChatStreamExecutor: retrieval progress, citations, then the answer as it is generated.
+"""ChatStreamExecutor: retrieval progress, the sources, then the answer as it is generated.
 
 Strict true streaming: every model delta becomes exactly one token event, yielded at once.
 Errors are raised, not swallowed: the stream use case turns them into an `error` event and
@@ -16,10 +16,10 @@ from backend.application.rag.aggregation import to_citations
 from backend.application.rag.kb_handlers import KnowledgeBaseHandlerFactory
 from backend.application.rag.rag_manager import RagManager
 from backend.domain.events import (
-    CitationsEvent,
     ProgressEvent,
     ReasoningEvent,
     RetrievedEvent,
+    SourcesEvent,
     Stage,
     StreamEvent,
     TokenEvent,
@@ -29,7 +29,7 @@ from backend.domain.retrieval import AgentRun, RetrievalResult
 
 
 class ChatStreamExecutor:
-    """Implements `ChatStreamExecutorPort`. An empty plan is general chat: no retrieval, no citations."""
+    """Implements `ChatStreamExecutorPort`. An empty plan is general chat: no retrieval, no sources."""
 
     def __init__(
         self, rag: RagManager, generator: AnswerGenerator, handlers: KnowledgeBaseHandlerFactory | None = None
@@ -55,7 +55,7 @@ class ChatStreamExecutor:
                 async for event in progress:
                     yield event
             evidence = self._rag.aggregate(runs)
-            yield CitationsEvent(to_citations(evidence))
+            yield SourcesEvent(to_citations(evidence))
         yield ProgressEvent(Stage.GENERATION, completed=0, total=1)
         async with aclosing(self._generator.stream(request, evidence)) as deltas:
             async for delta in deltas:

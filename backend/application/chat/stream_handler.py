@@ -29,6 +29,7 @@ from backend.application.chat.turns import AssistantDraft, PreparedTurn, TurnSer
 from backend.application.ports.generation import ChatStreamExecutorPort
 from backend.application.ports.router import RouterPort
 from backend.domain.budget import budget_scope
+from backend.domain.citations import CitationMarkers
 from backend.domain.context import RequestContext
 from backend.domain.errors import GraphRagError, ShuttingDown
 from backend.domain.events import (
@@ -38,6 +39,7 @@ from backend.domain.events import (
     ExecutionLogEvent,
     ProgressEvent,
     RoutedEvent,
+    SourcesEvent,
     Stage,
     StartEvent,
     StreamEvent,
@@ -191,6 +193,41 @@ class StreamHandler:
                     await self._saver.save(turn, draft)
 
     def _through(self, run: Run, draft: AssistantDraft, event: StreamEvent) -> Sequence[StreamEvent]:
+        """The events `event` becomes: the answer's citation markers renumbered (domain/citations.py), then
+        the pipeline."""
+        markers = draft.markers
+        if markers is None:
+            if type(event) is SourcesEvent:
+                draft.markers = CitationMarkers(event.sources)
+            return self._processed(run, draft, event)
+        if type(event) is TokenEvent:
+            text = markers.feed(event.text)
+            if not text:  # all of it may begin a marker: it goes with the next delta
+                return ()
+            return self._processed(run, draft, event if text == event.text else TokenEvent(text))
+        return self._after_text(run, draft, markers, event)
+
+    def _after_text(
+        self, run: Run, draft: AssistantDraft, markers: CitationMarkers, event: StreamEvent
+    ) -> list[StreamEvent]:
+        """`event` once the answer's text may be over: what the markers held back is sent first, and the
+        `citations` right after the text (the generation's end), or before an `error` or `done` that ends it."""
+        out: list[StreamEvent] = []
+        if held := markers.flush():
+            out += self._processed(run, draft, TokenEvent(held))
+        ends_text = isinstance(event, ProgressEvent) and event.stage is Stage.GENERATION and event.completed
+        if isinstance(event, (ErrorEvent, DoneEvent)) and not draft.cited:
+            out += self._citations(run, draft, markers)
+        out += self._processed(run, draft, event)
+        if ends_text and not draft.cited:
+            out += self._citations(run, draft, markers)
+        return out
+
+    def _citations(self, run: Run, draft: AssistantDraft, markers: CitationMarkers) -> Sequence[StreamEvent]:
+        draft.cited = True
+        return self._processed(run, draft, CitationsEvent(markers.cited, markers.consulted))
+
+    def _processed(self, run: Run, draft: AssistantDraft, event: StreamEvent) -> Sequence[StreamEvent]:
         processed = self._pipeline.process(run, event)
         for out in processed:
             _keep(draft, out)
@@ -228,7 +265,5 @@ def _keep(draft: AssistantDraft, event: StreamEvent) -> None:
     """What of an outgoing event belongs to the stored assistant message."""
     if isinstance(event, TokenEvent):
         draft.tokens.append(event.text)
-    elif isinstance(event, CitationsEvent):
-        draft.citations = event.citations
     elif isinstance(event, ExecutionLogEvent):
         draft.execution_log.append(event.to_dict())

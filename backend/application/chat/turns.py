@@ -15,6 +15,7 @@ from backend.application.ports.conversation_store import ConversationStore
 from backend.application.ports.generation import GenerationRequest
 from backend.application.ports.knowledge_bases import KnowledgeBaseCatalog
 from backend.domain.agent_types import require_available
+from backend.domain.citations import CitationMarkers
 from backend.domain.context import RequestContext
 from backend.domain.conversation import Citation, Message, NewMessage, Role, StoredMessage
 from backend.domain.errors import InvalidRequest, InvalidWorkerName, RequestIdReused, UnknownKnowledgeBase
@@ -56,7 +57,8 @@ class AssistantDraft:
     decision: RouteDecision | None = None
     mode: GenerationMode | None = None
     tokens: list[str] = field(default_factory=list)
-    citations: tuple[Citation, ...] = ()
+    markers: CitationMarkers | None = None  # once the sources the answer is written against are known
+    cited: bool = False  # the `citations` event is sent
     error: str | None = None
     completed: bool = False
     execution_log: list[dict[str, Any]] = field(default_factory=list)
@@ -65,6 +67,14 @@ class AssistantDraft:
     @property
     def content(self) -> str:
         return "".join(self.tokens)
+
+    @property
+    def citations(self) -> tuple[Citation, ...]:
+        return self.markers.cited if self.markers else ()
+
+    @property
+    def consulted(self) -> tuple[Citation, ...]:
+        return self.markers.consulted if self.markers else ()
 
 
 class TurnService:
@@ -161,6 +171,7 @@ class TurnService:
                 Role.ASSISTANT,
                 draft.content,
                 citations=draft.citations,
+                consulted=draft.consulted,
                 debug=debug_record(draft),
                 completed=draft.completed,
                 request_id=turn.context.request_id,

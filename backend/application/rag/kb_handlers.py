@@ -21,7 +21,8 @@ from backend.domain.knowledge_base import KnowledgeBase
 
 class KnowledgeBaseHandler(Protocol):
     def stream(self, request: GenerationRequest) -> AsyncGenerator[StreamEvent, None]:
-        """Progress, citations (before the first token) and tokens; never `start` or `done`."""
+        """Progress, the sources the answer cites by number (a `SourcesEvent`, before the first token) and
+        tokens; never `start`, `done` or `citations` (the stream sends those)."""
         ...
 
 

@@ -7,11 +7,11 @@ The mapping (docs/protocols/agui.md):
     routed                   CUSTOM "route", STEP_FINISHED "routing"
     progress retrieval 0/N   per planned retrieval: STEP_STARTED "retrieval:<agent>", TOOL_CALL_START/ARGS/END
     retrieved                TOOL_CALL_RESULT (evidence ids and titles), STEP_FINISHED "retrieval:<agent>"
-    citations                CUSTOM "citations"
     progress generation 0/1  STEP_STARTED "generation", TEXT_MESSAGE_START (assistant)
     reasoning                REASONING_START / REASONING_MESSAGE_START (once), REASONING_MESSAGE_CONTENT
     token                    TEXT_MESSAGE_CONTENT (one per model delta)
     progress generation 1/1  TEXT_MESSAGE_END, STEP_FINISHED "generation"
+    citations                CUSTOM "citations" (cited), CUSTOM "consulted" (given, not cited)
     execution_log            CUSTOM "execution_log" (debug runs only)
     error                    remembered; the run ends with RUN_ERROR
     done                     whatever is still open is closed, then RUN_FINISHED or RUN_ERROR
@@ -60,6 +60,7 @@ from backend.domain.events import (
     ReasoningEvent,
     RetrievedEvent,
     RoutedEvent,
+    SourcesEvent,
     Stage,
     StartEvent,
     StreamEvent,
@@ -140,8 +141,13 @@ class AguiTranslator:
                 return self._routed(event)
             case RetrievedEvent():
                 return self._retrieved(event)
-            case CitationsEvent(citations=citations):
-                return [CustomEvent(name="citations", value=[citation.to_dict() for citation in citations])]
+            case SourcesEvent():  # shown as the citations and consulted sources once the answer is complete
+                return []
+            case CitationsEvent(citations=citations, consulted=consulted):
+                return [
+                    CustomEvent(name="citations", value=[citation.to_dict() for citation in citations]),
+                    CustomEvent(name="consulted", value=[citation.to_dict() for citation in consulted]),
+                ]
             case ReasoningEvent(text=text):
                 return self._reasoning(text)
             case ExecutionLogEvent():

@@ -45,7 +45,8 @@ class RouteOut(BaseModel):
 
 class ChatResponse(BaseModel):
     answer: str
-    citations: list[CitationOut]
+    citations: list[CitationOut]  # the sources the answer cites: its `[n]` markers count from 1 in this order
+    consulted: list[CitationOut]  # the other sources it was given, not cited
     route: RouteOut
     generation_mode: str
     session_id: str
@@ -61,6 +62,7 @@ class ChatResponse(BaseModel):
         return cls(
             answer=result.answer,
             citations=[CitationOut.of(c) for c in result.citations],
+            consulted=[CitationOut.of(c) for c in result.consulted],
             route=RouteOut.of(result.route),
             generation_mode=result.generation_mode.value,
             session_id=session_id,
@@ -77,6 +79,7 @@ class MessageOut(BaseModel):
     content: str
     created_at: datetime
     citations: list[CitationOut]
+    consulted: list[CitationOut]
     completed: bool
     request_id: str | None
     debug: dict[str, Any] | None
@@ -89,6 +92,7 @@ class MessageOut(BaseModel):
             content=message.content,
             created_at=message.created_at,
             citations=[CitationOut.of(c) for c in message.citations],
+            consulted=[CitationOut.of(c) for c in message.consulted],
             completed=message.completed,
             request_id=message.request_id,
             debug=message.debug,

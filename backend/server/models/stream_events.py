@@ -40,8 +40,11 @@ def event_fields(event: StreamEvent) -> dict[str, Any]:
                     "retrieval_count": event.retrieval_count,
                 }
             }
-        case CitationsEvent(citations=citations):
-            return {"content": [citation.to_dict() for citation in citations]}
+        case CitationsEvent(citations=citations, consulted=consulted):
+            return {
+                "content": [citation.to_dict() for citation in citations],
+                "consulted": [citation.to_dict() for citation in consulted],
+            }
         case ErrorEvent(message=message, code=code):
             return {"message": message, "code": code}
         case ExecutionLogEvent():

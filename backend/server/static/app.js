@@ -143,24 +143,42 @@ function showReasoning(item, text) {
   box.querySelector("p").append(text);
 }
 
-function showCitations(item, citations) {
+function sourceEntry(source, testid) {
+  const entry = element("li", testid);
+  entry.dataset.testid = testid;
+  const title = element("span", "citation-title", source.title || source.doc_id || "untitled");
+  title.dataset.testid = `${testid}-title`;
+  const snippet = element("p", "citation-snippet", source.snippet);
+  snippet.dataset.testid = `${testid}-snippet`;
+  entry.append(title, snippet);
+  return entry;
+}
+
+/** The sources the answer cites, numbered as its [n] markers, then the ones it was given and did not cite. */
+function showCitations(item, citations, consulted = []) {
   part(item, "citations")?.remove();
-  if (!citations.length) return;
-  const list = element("ol", "citations");
-  list.dataset.testid = "citations";
-  list.setAttribute("aria-label", "Sources");
-  citations.forEach((citation, index) => {
-    const entry = element("li", "citation");
-    entry.dataset.testid = "citation";
-    entry.id = `cite-${item.dataset.key}-${index + 1}`;
-    const title = element("span", "citation-title", citation.title || citation.doc_id || "untitled");
-    title.dataset.testid = "citation-title";
-    const snippet = element("p", "citation-snippet", citation.snippet);
-    snippet.dataset.testid = "citation-snippet";
-    entry.append(title, snippet);
-    list.append(entry);
-  });
-  part(item, "message-text").after(list);
+  part(item, "consulted")?.remove();
+  let after = part(item, "message-text");
+  if (citations.length) {
+    const list = element("ol", "citations");
+    list.dataset.testid = "citations";
+    list.setAttribute("aria-label", "Sources cited");
+    citations.forEach((citation, index) => {
+      const entry = sourceEntry(citation, "citation");
+      entry.id = `cite-${item.dataset.key}-${index + 1}`;
+      list.append(entry);
+    });
+    after.after(list);
+    after = list;
+  }
+  if (consulted.length) {
+    const box = element("details", "consulted");
+    box.dataset.testid = "consulted";
+    const list = element("ul", "consulted-list");
+    consulted.forEach((source) => list.append(sourceEntry(source, "consulted-source")));
+    box.append(element("summary", "", `Also consulted, not cited (${consulted.length})`), list);
+    after.after(box);
+  }
   item.dataset.citations = String(citations.length);
 }
 
@@ -295,7 +313,7 @@ async function loadHistory() {
   for (const message of listing.messages) {
     const item = addMessage(message.role, message.content);
     if (message.role !== "assistant") continue;
-    showCitations(item, message.citations);
+    showCitations(item, message.citations, message.consulted);
     linkMarkers(item);
     showRoute(item, message.debug);
     if (message.debug && message.debug.error) showError(item, message.debug.error);
@@ -366,8 +384,8 @@ async function send(message) {
         case "progress":
           onProgress(event.content);
           break;
-        case "citations":
-          showCitations(answer, event.content);
+        case "citations": // after the last token: the sources the answer cites, and the others it was given
+          showCitations(answer, event.content, event.consulted);
           break;
         case "token":
           appendText(answer, event.content);

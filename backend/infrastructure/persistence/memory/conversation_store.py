@@ -149,6 +149,7 @@ def _to_stored(conversation_id: str, message: NewMessage) -> StoredMessage:
         content=message.content,
         created_at=datetime.now(UTC),
         citations=tuple(message.citations),
+        consulted=tuple(message.consulted),
         debug=plain_json(message.debug),
         completed=message.completed,
         request_id=message.request_id,

@@ -50,7 +50,7 @@ _DRIVER_ERRORS: tuple[type[BaseException], ...] = (
     OSError,  # includes TimeoutError and refused/reset connections
 )
 
-_MESSAGE_COLUMNS = "id, conversation_id, role, content, created_at, citations, debug, completed, request_id"
+_MESSAGE_COLUMNS = "id, conversation_id, role, content, created_at, citations, consulted, debug, completed, request_id"
 
 _SELECT_CONVERSATION = "SELECT id FROM conversations WHERE user_id = $1 AND session_id = $2"
 # Read first (every later turn finds the row without a write); concurrent first calls meet on the
@@ -67,8 +67,8 @@ _CREATE_CONVERSATION = """
 # waits for the answer and takes it along (ON DELETE CASCADE), or wins and the insert fails.
 _APPEND_MESSAGE = f"""
     WITH conversation AS (UPDATE conversations SET updated_at = now() WHERE id = $1 RETURNING id)
-    INSERT INTO messages (conversation_id, role, content, citations, debug, completed, request_id, reply_to)
-    SELECT id, $2, $3, $4, $5, $6, $7, $8 FROM conversation
+    INSERT INTO messages (conversation_id, role, content, citations, consulted, debug, completed, request_id, reply_to)
+    SELECT id, $2, $3, $4, $5, $6, $7, $8, $9 FROM conversation
     ON CONFLICT (conversation_id, request_id, role) WHERE request_id IS NOT NULL DO NOTHING
     RETURNING {_MESSAGE_COLUMNS}
 """
@@ -81,8 +81,8 @@ _START_TURN = f"""
         ON CONFLICT (user_id, session_id) DO UPDATE SET updated_at = now()
         RETURNING id
     ), appended AS (
-        INSERT INTO messages (conversation_id, role, content, citations, debug, completed, request_id)
-        SELECT id, $3, $4, $5, $6, $7, $8 FROM conversation
+        INSERT INTO messages (conversation_id, role, content, citations, consulted, debug, completed, request_id)
+        SELECT id, $3, $4, $5, $6, $7, $8, $9 FROM conversation
         ON CONFLICT (conversation_id, request_id, role) WHERE request_id IS NOT NULL DO NOTHING
         RETURNING seq, {_MESSAGE_COLUMNS}
     )
@@ -91,7 +91,7 @@ _START_TURN = f"""
     (
         SELECT false, seq, {_MESSAGE_COLUMNS} FROM messages
         WHERE conversation_id = (SELECT id FROM conversation)
-        ORDER BY seq DESC LIMIT $9
+        ORDER BY seq DESC LIMIT $10
     )
 """
 _SELECT_BY_REQUEST = f"""
@@ -373,8 +373,15 @@ def _describe_error(exc: BaseException) -> str:
 
 
 def _message_values(message: NewMessage) -> tuple[Any, ...]:
-    """A message's role, content, citations, debug and completed, as the insert statements take them."""
-    return (message.role.value, message.content, citations_to_json(message.citations), message.debug, message.completed)
+    """A message's role, content, sources, debug and completed, as the insert statements take them."""
+    return (
+        message.role.value,
+        message.content,
+        citations_to_json(message.citations),
+        citations_to_json(message.consulted),
+        message.debug,
+        message.completed,
+    )
 
 
 def _to_message(row: Any) -> StoredMessage:
@@ -385,6 +392,7 @@ def _to_message(row: Any) -> StoredMessage:
         content=row["content"],
         created_at=row["created_at"],
         citations=citations_from_json(row["citations"]),
+        consulted=citations_from_json(row["consulted"]),
         debug=row["debug"],
         completed=row["completed"],
         request_id=row["request_id"],

@@ -29,7 +29,7 @@ from backend.infrastructure.persistence.common import (
     parse_id,
 )
 
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 
 # Mirrors scripts/db/init_chat_history.sql in SQLite's dialect: ids are uuid text, times ISO-8601 UTC text.
 _SCHEMA: tuple[str, ...] = (
@@ -54,6 +54,7 @@ _SCHEMA: tuple[str, ...] = (
         content         TEXT NOT NULL,
         created_at      TEXT NOT NULL,
         citations       TEXT NOT NULL DEFAULT '[]',
+        consulted       TEXT NOT NULL DEFAULT '[]',
         debug           TEXT,
         completed       INTEGER NOT NULL DEFAULT 1 CHECK (completed IN (0, 1)),
         request_id      TEXT,
@@ -74,11 +75,14 @@ _SCHEMA: tuple[str, ...] = (
     )""",
     "CREATE INDEX IF NOT EXISTS feedback_message_idx ON feedback (message_id)",
 )
-# Version 2 on a file written by version 1 (the column is in CREATE TABLE for new files).
-_ADD_REPLY_TO = "ALTER TABLE messages ADD COLUMN reply_to TEXT REFERENCES messages (id) ON DELETE CASCADE"
+# Versions 2 and 3 on a file written by an earlier version (the columns are in CREATE TABLE for new files).
+_ADDED_COLUMNS = {
+    "reply_to": "ALTER TABLE messages ADD COLUMN reply_to TEXT REFERENCES messages (id) ON DELETE CASCADE",
+    "consulted": "ALTER TABLE messages ADD COLUMN consulted TEXT NOT NULL DEFAULT '[]'",
+}
 _INDEX_REPLY_TO = "CREATE INDEX IF NOT EXISTS messages_reply_to_idx ON messages (reply_to) WHERE reply_to IS NOT NULL"
 
-_MESSAGE_COLUMNS = "id, conversation_id, role, content, created_at, citations, debug, completed, request_id"
+_MESSAGE_COLUMNS = "id, conversation_id, role, content, created_at, citations, consulted, debug, completed, request_id"
 
 _UPSERT_CONVERSATION = """
     INSERT INTO conversations (id, user_id, session_id, created_at, updated_at)
@@ -88,7 +92,10 @@ _UPSERT_CONVERSATION = """
 """
 _INSERT_MESSAGE = f"""
     INSERT INTO messages ({_MESSAGE_COLUMNS}, reply_to)
-    VALUES (:id, :conversation_id, :role, :content, :created_at, :citations, :debug, :completed, :request_id, :reply_to)
+    VALUES (
+        :id, :conversation_id, :role, :content, :created_at, :citations, :consulted, :debug, :completed, :request_id,
+        :reply_to
+    )
     ON CONFLICT (conversation_id, request_id, role) WHERE request_id IS NOT NULL DO NOTHING
     RETURNING {_MESSAGE_COLUMNS}
 """
@@ -234,8 +241,10 @@ class SqliteConversationStore:
                 for statement in _SCHEMA:
                     await self._db.execute(statement)
                 columns = await self._db.execute_fetchall("SELECT name FROM pragma_table_info('messages')")
-                if "reply_to" not in {row["name"] for row in columns}:
-                    await self._db.execute(_ADD_REPLY_TO)
+                present = {row["name"] for row in columns}
+                for column, statement in _ADDED_COLUMNS.items():
+                    if column not in present:
+                        await self._db.execute(statement)
                 await self._db.execute(_INDEX_REPLY_TO)
                 await self._db.executemany(
                     "INSERT INTO schema_version (version, applied_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
@@ -303,6 +312,7 @@ def _message_params(conversation_id: str, message: NewMessage) -> dict[str, Any]
         "content": message.content,
         "created_at": _now(),
         "citations": dump_json(citations_to_json(message.citations)),
+        "consulted": dump_json(citations_to_json(message.consulted)),
         "debug": None if message.debug is None else dump_json(message.debug),
         "completed": int(message.completed),
         "request_id": message.request_id,
@@ -319,6 +329,7 @@ def _to_message(row: sqlite3.Row) -> StoredMessage:
         content=row["content"],
         created_at=datetime.fromisoformat(row["created_at"]),
         citations=citations_from_json(json.loads(row["citations"])),
+        consulted=citations_from_json(json.loads(row["consulted"])),
         debug=None if debug is None else json.loads(debug),
         completed=bool(row["completed"]),
         request_id=row["request_id"],

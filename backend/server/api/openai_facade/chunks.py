@@ -1,9 +1,9 @@
 """One streamed completion as OpenAI `chat.completion.chunk` frames.
 
 `data: {chunk}\\n\\n` frames with LF separators: a first chunk with `delta.role`, one chunk per model delta (sent
-as it arrives), a last chunk with the citations as `delta.annotations` and `finish_reason: "stop"`, then
-`data: [DONE]`. An error mid-stream is an `{"error": {...}}` frame in OpenAI's shape (the openai SDKs raise it),
-followed by `[DONE]` and no last chunk.
+as it arrives), a last chunk with the cited and consulted sources as `delta.annotations` and
+`finish_reason: "stop"`, then `data: [DONE]`. An error mid-stream is an `{"error": {...}}` frame in OpenAI's
+shape (the openai SDKs raise it), followed by `[DONE]` and no last chunk.
 """
 
 from __future__ import annotations
@@ -46,6 +46,7 @@ class CompletionChunks:
         self._token_suffix = b'},"logprobs":null,"finish_reason":null}]}\n\n'
         self._text: list[str] = []
         self._citations: tuple[Citation, ...] = ()
+        self._consulted: tuple[Citation, ...] = ()
         self._kb_prefix = ""
         self._failed = False
 
@@ -62,8 +63,8 @@ class CompletionChunks:
                 return self._chunk({"reasoning_content": text})
             case RoutedEvent(decision=decision):
                 self._kb_prefix = decision.kb_prefix
-            case CitationsEvent(citations=citations):
-                self._citations = citations
+            case CitationsEvent(citations=citations, consulted=consulted):
+                self._citations, self._consulted = citations, consulted
             case ErrorEvent(message=message, code=code):
                 self._failed = True
                 body = openai_error_body(status_for_code(code), code, message)
@@ -78,5 +79,5 @@ class CompletionChunks:
 
     def _last_chunk(self) -> bytes:
         content = "".join(self._text)
-        annotations = annotations_for(content, self._citations, self._kb_prefix, self._base_url)
+        annotations = annotations_for(content, self._citations, self._consulted, self._kb_prefix, self._base_url)
         return self._chunk({"annotations": [a.model_dump() for a in annotations]}, finish_reason="stop")

@@ -1,8 +1,9 @@
 """Citations as OpenAI `url_citation` annotations.
 
-The url is the cited document in this API (`GET /api/v1/kbs/{kb}/documents/{doc_id}`). The span is the answer's
-first `[n]` marker for citation n (markers count from 1, in citation order); a source the answer never marks
-spans the whole answer, since it was given to the model as evidence for all of it.
+The url is the source's document in this API (`GET /api/v1/kbs/{kb}/documents/{doc_id}`). A cited source
+(`cited: true`) spans the answer's first `[n]` marker for it (markers count from 1, in citation order). The
+sources the answer was given and does not cite follow (`cited: false`) with an empty span at the end of the
+answer: they support no part of its text.
 """
 
 from __future__ import annotations
@@ -20,26 +21,30 @@ def document_url(base_url: str, kb_prefix: str, doc_id: str) -> str:
 
 
 def marker_span(content: str, number: int) -> tuple[int, int]:
+    """Where the answer first cites source `number`; a partial answer may have lost that marker: the whole."""
     marker = f"[{number}]"
     start = content.find(marker)
     return (start, start + len(marker)) if start >= 0 else (0, len(content))
 
 
-def annotations_for(content: str, citations: Sequence[Citation], kb_prefix: str, base_url: str) -> list[Annotation]:
-    annotations = []
-    for number, citation in enumerate(citations, start=1):
-        start, end = marker_span(content, number)
-        annotations.append(
-            Annotation(
-                url_citation=UrlCitation(
-                    url=document_url(base_url, kb_prefix, citation.doc_id),
-                    title=citation.title or citation.doc_id,
-                    start_index=start,
-                    end_index=end,
-                    snippet=citation.snippet,
-                    doc_id=citation.doc_id,
-                    chunk_id=citation.chunk_id,
-                )
-            )
+def annotations_for(
+    content: str, citations: Sequence[Citation], consulted: Sequence[Citation], kb_prefix: str, base_url: str
+) -> list[Annotation]:
+    cited = [_annotation(c, marker_span(content, n), True, kb_prefix, base_url) for n, c in enumerate(citations, 1)]
+    end = (len(content), len(content))
+    return cited + [_annotation(source, end, False, kb_prefix, base_url) for source in consulted]
+
+
+def _annotation(source: Citation, span: tuple[int, int], cited: bool, kb_prefix: str, base_url: str) -> Annotation:
+    return Annotation(
+        url_citation=UrlCitation(
+            url=document_url(base_url, kb_prefix, source.doc_id),
+            title=source.title or source.doc_id,
+            start_index=span[0],
+            end_index=span[1],
+            snippet=source.snippet,
+            doc_id=source.doc_id,
+            chunk_id=source.chunk_id,
+            cited=cited,
         )
-    return annotations
+    )

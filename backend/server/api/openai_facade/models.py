@@ -48,10 +48,12 @@ class UrlCitation(BaseModel):
     title: str
     start_index: int
     end_index: int
-    # Beyond OpenAI's shape: what the cited evidence says and where it is stored.
+    # Beyond OpenAI's shape: what the evidence says, where it is stored, and whether the answer cites it (or was
+    # only given it).
     snippet: str
     doc_id: str
     chunk_id: str
+    cited: bool
 
 
 class Annotation(BaseModel):

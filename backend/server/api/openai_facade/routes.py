@@ -88,7 +88,7 @@ async def chat_completions(
         return event_stream(_frames(services, turn, chunks), config.sse_heartbeat_s, headers)
     result = await services.chat.handle(context, chat_input)
     response.headers.update(headers)
-    annotations = annotations_for(result.answer, result.citations, result.route.kb_prefix, base_url)
+    annotations = annotations_for(result.answer, result.citations, result.consulted, result.route.kb_prefix, base_url)
     message = AssistantMessage(content=result.answer, annotations=annotations)
     return ChatCompletion(
         id=completion_id, created=created, model=body.model, choices=[CompletionChoice(message=message)]
