@@ -7,7 +7,7 @@ is opened here, inside the FastAPI lifespan or a CLI command, and closed in reve
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
 
@@ -24,6 +24,7 @@ from backend.application.chat.turns import TurnLimits, TurnService
 from backend.application.feedback import FeedbackService
 from backend.application.knowledge.communities import CommunityMaintainer, CommunityRefresher, DeferredRefresher
 from backend.application.knowledge.indexing import GraphIndexer
+from backend.application.knowledge.jobs import IngestionJobs, JobRunner
 from backend.application.knowledge.knowledge_service import KnowledgeService
 from backend.application.knowledge.locks import KbLocks
 from backend.application.knowledge.retrieval_service import RetrievalService
@@ -36,6 +37,7 @@ from backend.application.rag.kb_handlers import KnowledgeBaseHandlerFactory
 from backend.application.rag.rag_manager import RagManager, RetrievalLimits
 from backend.application.routing.policy import RoutingPolicy, RoutingSettings
 from backend.application.services import ServiceContainer
+from backend.domain.jobs import BatchRef
 from backend.graphrag_agent.community_builder import CommunityBuilder
 from backend.graphrag_agent.community_summaries import CommunitySummarizer
 from backend.graphrag_agent.extraction.offline import OfflineExtractor
@@ -63,6 +65,9 @@ from backend.infrastructure.extraction.llm_extractor import LlmExtractor
 from backend.infrastructure.graph_store.embedded import EmbeddedGraphStore
 from backend.infrastructure.graph_store.neo4j import Neo4jGraphStore
 from backend.infrastructure.health import NamedProbe
+from backend.infrastructure.jobs.embedded_worker import EmbeddedWorker
+from backend.infrastructure.jobs.sqlite_store import SqliteJobStore
+from backend.infrastructure.jobs.worker_process import WorkerMain, WorkerProcess
 from backend.infrastructure.knowledge.chunker import TokenChunker
 from backend.infrastructure.knowledge.loaders import FileDocumentLoader
 from backend.infrastructure.knowledge_bases.catalog import KnowledgeBaseCatalog
@@ -86,6 +91,7 @@ logger = logging.getLogger(__name__)
 
 GRAPH_DB = "graph.db"
 HISTORY_DB = "chat_history.db"
+JOBS_DB = "jobs.db"
 LLM_CACHE_DB = "llm_cache.db"
 
 
@@ -231,12 +237,27 @@ async def _open_knowledge(
     return _Knowledge(store, embedder, catalog, registry, service)
 
 
+async def _start_worker_process(main: WorkerMain, jobs: SqliteJobStore, stack: AsyncExitStack) -> WorkerProcess:
+    async def waiting() -> bool:
+        return bool(await jobs.unfinished_batches())
+
+    worker = WorkerProcess(main, waiting)
+    await worker.start()
+    stack.push_async_callback(worker.stop)
+    return worker
+
+
 @asynccontextmanager
-async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
+async def open_services(
+    settings: Settings, worker_main: Callable[[Settings], WorkerMain]
+) -> AsyncIterator[ServiceContainer]:
+    """`worker_main` gives the entry point of the ingestion worker process for these settings (backend/worker.py,
+    an entry point like the server's)."""
     async with AsyncExitStack() as stack:
         store = await _open_conversation_store(settings, stack)
         model = _build_chat_model(settings.llm, stack)
         knowledge = await _open_knowledge(settings, model, stack, serving=True)
+        job_store = await _open_job_store(settings, stack)
         catalog = knowledge.catalog
         chat, retrieval = settings.chat, settings.retrieval
 
@@ -278,17 +299,22 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
             saver,
         )
 
+        dispatcher = await _start_worker_process(worker_main(settings), job_store, stack)
+        jobs = IngestionJobs(knowledge.service, job_store, dispatcher, settings.ingestion.job_batch_documents)
+
         yield ServiceContainer(
             chat=ChatHandler(stream),
             stream=stream,
             history=HistoryService(store),
             feedback=FeedbackService(store),
             knowledge=knowledge.service,
+            jobs=jobs,
             retrieval=RetrievalService(catalog, rag),
             agent_types=pool.available_agent_types,
             probes=(
                 NamedProbe("conversation_store", store.ping),
                 NamedProbe("knowledge_store", knowledge.store.ping),
+                NamedProbe("job_store", job_store.ping),
             ),
             generation_mode=generator.mode.value,
         )
@@ -296,8 +322,49 @@ async def open_services(settings: Settings) -> AsyncIterator[ServiceContainer]:
 
 @asynccontextmanager
 async def open_knowledge_service(settings: Settings) -> AsyncIterator[KnowledgeService]:
-    """Only what ingestion needs (the CLI): communities are refreshed at the end of each batch."""
+    """The KBs without jobs (the CLI's other commands, the benchmarks): communities are refreshed at the end of
+    each indexing call."""
     async with AsyncExitStack() as stack:
         model = _build_chat_model(settings.llm, stack)
         knowledge = await _open_knowledge(settings, model, stack, serving=False)
         yield knowledge.service
+
+
+@dataclass(frozen=True, slots=True)
+class Ingestion:
+    """What ingestion needs outside the server (the CLI, a worker): the KBs, their jobs, and a worker that runs
+    the jobs' batches in this process."""
+
+    knowledge: KnowledgeService
+    jobs: IngestionJobs
+    worker: EmbeddedWorker
+
+
+class _RunHere:
+    """The dispatcher of a process that runs its jobs itself (the CLI): the SQLite store is the queue, and any
+    embedded worker on the same data folder may help."""
+
+    async def dispatch(self, batches: Sequence[BatchRef]) -> None:
+        del batches
+
+
+async def _open_job_store(settings: Settings, stack: AsyncExitStack) -> SqliteJobStore:
+    store = await SqliteJobStore.open(settings.server.data_dir / JOBS_DB)
+    stack.push_async_callback(store.close)
+    return store
+
+
+@asynccontextmanager
+async def open_ingestion(settings: Settings) -> AsyncIterator[Ingestion]:
+    """Communities are refreshed when a job is over, not in the background."""
+    async with AsyncExitStack() as stack:
+        model = _build_chat_model(settings.llm, stack)
+        knowledge = await _open_knowledge(settings, model, stack, serving=False)
+        store = await _open_job_store(settings, stack)
+        ingestion = settings.ingestion
+        runner = JobRunner(knowledge.service, store)
+        yield Ingestion(
+            knowledge.service,
+            IngestionJobs(knowledge.service, store, _RunHere(), ingestion.job_batch_documents),
+            EmbeddedWorker(store, runner.run, stale_after_s=ingestion.job_stale_after_s),
+        )

@@ -1,4 +1,5 @@
-"""Command line: `python -m backend serve | ingest | ingest-registry | kbs | create-kb | documents | delete`."""
+"""Command line: `python -m backend serve | worker | ingest | ingest-registry | kbs | create-kb | documents |
+delete`."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ import logging
 import math
 import socket
 from collections.abc import Awaitable, Callable
+from contextlib import AbstractAsyncContextManager
 from pathlib import Path
 from typing import Annotated, TypeVar
 
@@ -19,24 +21,28 @@ from rich.table import Table
 from sse_starlette.sse import AppStatus
 
 from backend.application.knowledge.knowledge_service import KnowledgeService
-from backend.application.ports.ingestion import IndexReport
-from backend.bootstrap import open_knowledge_service
+from backend.bootstrap import Ingestion, open_ingestion, open_knowledge_service
 from backend.domain.agent_types import DEFAULT_AGENT_TYPE
 from backend.domain.errors import GraphRagError
+from backend.domain.jobs import IngestionJob
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.infrastructure.config.settings import AuthMode, Settings
 from backend.infrastructure.logging import configure_logging
-from backend.main import RunningServices, build_app, known_secrets
+from backend.main import RunningServices, build_app
 from backend.server.read_timeouts import read_timeout_protocol
+from backend.worker import run_worker
 
 app = typer.Typer(help="GraphRAG Router→Worker backend", no_args_is_help=True, add_completion=False)
 console = Console(stderr=True)
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+S = TypeVar("S")
 
 # After the grace period: time for the stopped streams to send `error` and `done` and store their answers
 # before uvicorn cancels whatever is left.
 WIND_DOWN_S = 3.0
+CLI_USER = "cli"  # who created the jobs the CLI submits
+PROGRESS_POLL_S = 0.2
 
 
 class GracefulServer(uvicorn.Server):
@@ -114,13 +120,22 @@ def serve(
 
 
 def _with_knowledge(work: Callable[[KnowledgeService], Awaitable[T]]) -> T:
-    """Open what ingestion needs, run `work`, close; domain errors become a clear message and exit 1."""
+    """Open the KBs, run `work`, close; domain errors become a clear message and exit 1."""
+    return _with(open_knowledge_service, work)
+
+
+def _with_ingestion(work: Callable[[Ingestion], Awaitable[T]]) -> T:
+    """`_with_knowledge` with the ingestion jobs and a worker that runs them in this process."""
+    return _with(open_ingestion, work)
+
+
+def _with(opener: Callable[[Settings], AbstractAsyncContextManager[S]], work: Callable[[S], Awaitable[T]]) -> T:
     settings = Settings()
-    configure_logging(settings.server.log_level, known_secrets(settings))
+    configure_logging(settings.server.log_level, settings.known_secrets())
 
     async def run() -> T:
-        async with open_knowledge_service(settings) as service:
-            return await work(service)
+        async with opener(settings) as opened:
+            return await work(opened)
 
     try:
         return asyncio.run(run())
@@ -129,8 +144,13 @@ def _with_knowledge(work: Callable[[KnowledgeService], Awaitable[T]]) -> T:
         raise typer.Exit(1) from error
 
 
-async def _ingest(service: KnowledgeService, kb_prefix: str, paths: list[Path]) -> IndexReport:
-    documents = service.load_files(paths)
+async def _ingest(ingestion: Ingestion, kb_prefix: str, paths: list[Path]) -> IngestionJob | None:
+    """The files as one job, run here (other workers on the same data folder may help), followed on its record."""
+    documents = ingestion.knowledge.load_files(paths)
+    if not documents:
+        console.print(f"{kb_prefix}: no supported file with text under {', '.join(map(str, paths))}")
+        return None
+    job = await ingestion.jobs.submit(kb_prefix, CLI_USER, documents)
     with Progress(
         TextColumn(f"[bold]{kb_prefix}[/bold]"),
         BarColumn(),
@@ -139,24 +159,40 @@ async def _ingest(service: KnowledgeService, kb_prefix: str, paths: list[Path]) 
         TextColumn("{task.description}"),
         console=console,
     ) as progress:
-        task = progress.add_task("", total=len(documents))
+        task = progress.add_task(f"job {job.job_id[:8]}", total=job.total)
+        working = asyncio.create_task(ingestion.worker.run(job.job_id, until_idle=True))
+        try:
+            while not job.status.finished:
+                await asyncio.sleep(PROGRESS_POLL_S)
+                if working.done() and (failure := working.exception()) is not None:
+                    raise failure
+                job = await ingestion.jobs.get(job.job_id)
+                progress.update(task, completed=job.processed, description=f"job {job.job_id[:8]} {job.status}")
+        finally:
+            working.cancel()
+            await asyncio.gather(working, return_exceptions=True)
+    _print_job(job)
+    return job
 
-        def advance(done: int, total: int, title: str) -> None:
-            progress.update(task, completed=done, total=total, description=title[:40])
 
-        report = await service.ingest(kb_prefix, documents, advance)
+def _print_job(job: IngestionJob) -> None:
+    counts = job.counts
     console.print(
-        f"{kb_prefix}: {report.documents_added} added, {report.documents_unchanged} unchanged, "
-        f"{report.documents_replaced} replaced; {report.chunks_written} chunks, "
-        f"{report.entity_mentions} entity and {report.relation_mentions} relation mentions, "
-        f"{report.model_calls} model calls"
+        f"{job.kb_prefix}: job {job.job_id} {job.status}: {counts.documents_added} added, "
+        f"{counts.documents_unchanged} unchanged, {counts.documents_replaced} replaced, "
+        f"{counts.documents_failed} failed; {counts.chunks_written} chunks, "
+        f"{counts.entity_mentions} entity and {counts.relation_mentions} relation mentions, "
+        f"{counts.model_calls} model calls"
         + (
-            f"; {report.extraction_fallbacks} chunks extracted offline (the model's answer did not parse)"
-            if report.extraction_fallbacks
+            f"; {counts.extraction_fallbacks} chunks extracted offline (the model's answer did not parse)"
+            if counts.extraction_fallbacks
             else ""
         )
     )
-    return report
+    for failure in job.failures:
+        console.print(f"[red]failed: {failure.title} ({failure.source or 'no source'}): {failure.error}[/red]")
+    if job.error:
+        console.print(f"[red]{job.error}[/red]")
 
 
 @app.command()
@@ -164,20 +200,26 @@ def ingest(
     kb_prefix: Annotated[str, typer.Argument(help="knowledge base")],
     paths: Annotated[list[Path], typer.Argument(help="files or folders (.txt .md .pdf .docx .json .jsonl)")],
 ) -> None:
-    """Chunk, extract, embed and store documents (unchanged documents are skipped)."""
-    _with_knowledge(lambda service: _ingest(service, kb_prefix, paths))
+    """Chunk, extract, embed and store documents as one ingestion job (unchanged documents are skipped)."""
+    _with_ingestion(lambda ingestion: _ingest(ingestion, kb_prefix, paths))
 
 
 @app.command("ingest-registry")
 def ingest_registry() -> None:
     """Ingest the `sources` of every KB in the registry file (what scripts/run.sh does)."""
 
-    async def work(service: KnowledgeService) -> None:
-        for kb in await service.list_kbs():
+    async def work(ingestion: Ingestion) -> None:
+        for kb in await ingestion.knowledge.list_kbs():
             if kb.sources:
-                await _ingest(service, kb.kb_prefix, [Path(source) for source in kb.sources])
+                await _ingest(ingestion, kb.kb_prefix, [Path(source) for source in kb.sources])
 
-    _with_knowledge(work)
+    _with_ingestion(work)
+
+
+@app.command()
+def worker() -> None:
+    """Take the batches of ingestion jobs and index them until stopped (SIGTERM or Ctrl-C)."""
+    run_worker(Settings())
 
 
 @app.command()

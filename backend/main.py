@@ -14,6 +14,7 @@ from backend.infrastructure.config.settings import Settings
 from backend.infrastructure.logging import configure_logging
 from backend.server.app import create_app
 from backend.server.config import ServerConfig
+from backend.worker import worker_main
 
 
 def server_config(settings: Settings) -> ServerConfig:
@@ -31,20 +32,6 @@ def server_config(settings: Settings) -> ServerConfig:
     )
 
 
-def known_secrets(settings: Settings) -> list[str]:
-    """Secret values to mask in logs."""
-    values = [
-        settings.llm.api_key.get_secret_value(),
-        settings.embeddings.api_key.get_secret_value(),
-        settings.conversations.postgres_password.get_secret_value(),
-        settings.knowledge.neo4j_password.get_secret_value(),
-        *settings.auth.api_key_map(),
-    ]
-    if settings.conversations.postgres_dsn is not None:
-        values.append(settings.conversations.postgres_dsn.get_secret_value())
-    return [value for value in values if value]
-
-
 @dataclass
 class RunningServices:
     """The app's services while its lifespan runs, for the serving process (it stops the streams at shutdown)."""
@@ -54,12 +41,12 @@ class RunningServices:
 
 def build_app(settings: Settings | None = None, running: RunningServices | None = None) -> FastAPI:
     settings = settings or Settings()
-    configure_logging(settings.server.log_level, known_secrets(settings))
+    configure_logging(settings.server.log_level, settings.known_secrets())
     app_settings = settings
 
     @asynccontextmanager
     async def services() -> AsyncIterator[ServiceContainer]:
-        async with open_services(app_settings) as container:
+        async with open_services(app_settings, worker_main) as container:
             if running is not None:
                 running.container = container
             try:

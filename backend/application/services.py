@@ -9,6 +9,7 @@ from backend.application.chat.chat_handler import ChatHandler
 from backend.application.chat.history import HistoryService
 from backend.application.chat.stream_handler import StreamHandler
 from backend.application.feedback import FeedbackService
+from backend.application.knowledge.jobs import IngestionJobs
 from backend.application.knowledge.knowledge_service import KnowledgeService
 from backend.application.knowledge.retrieval_service import RetrievalService
 from backend.application.ports.health import HealthProbe
@@ -21,6 +22,7 @@ class ServiceContainer:
     history: HistoryService
     feedback: FeedbackService
     knowledge: KnowledgeService
+    jobs: IngestionJobs
     retrieval: RetrievalService
     agent_types: Collection[str]
     probes: Sequence[HealthProbe]

@@ -119,6 +119,12 @@ class AnswerNotSaved(ConversationStoreUnavailable):
     public_text = "the answer could not be saved to the conversation history"
 
 
+class JobStoreUnavailable(StoreUnavailable):
+    """The store of ingestion jobs cannot be reached or failed."""
+
+    public_text = "the ingestion job store is unavailable; try again shortly"
+
+
 class KnowledgeStoreUnavailable(StoreUnavailable):
     """The knowledge store (the graph store holding the knowledge bases) cannot be reached or failed."""
 

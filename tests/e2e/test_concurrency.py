@@ -117,7 +117,8 @@ async def test_queries_racing_ingestion_never_see_a_half_written_document(data_d
 
             async def ingest() -> None:
                 for i in range(documents):
-                    response = await client.post("/api/v1/kbs/reports/documents", json={"documents": [report(i)]})
+                    body = {"documents": [report(i)]}
+                    response = await client.post("/api/v1/kbs/reports/documents?wait=true", json=body)
                     assert response.status_code == 201, response.text
                 done.set()
 

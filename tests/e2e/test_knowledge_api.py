@@ -81,8 +81,9 @@ async def test_only_admins_create_kbs_ingest_or_delete(client: httpx.AsyncClient
     assert forbidden.status_code == 403 and forbidden.json()["error"]["code"] == "forbidden"
     await create_history_kb(client)
     docs = {"documents": TWO_HOP[:1]}
-    assert (await client.post("/api/v1/kbs/history/documents", json=docs, headers=reader())).status_code == 403
-    assert (await client.post("/api/v1/kbs/history/documents", json=docs, headers=admin())).status_code == 201
+    ingest = "/api/v1/kbs/history/documents?wait=true"
+    assert (await client.post(ingest, json=docs, headers=reader())).status_code == 403
+    assert (await client.post(ingest, json=docs, headers=admin())).status_code == 201
     listed = (await client.get("/api/v1/kbs/history/documents", headers=reader())).json()["documents"]
     assert (
         await client.delete(f"/api/v1/kbs/history/documents/{listed[0]['doc_id']}", headers=reader())
@@ -112,12 +113,14 @@ async def test_bad_kb_definitions_are_refused(
 
 async def test_ingest_list_retrieve_and_delete_documents(client: httpx.AsyncClient) -> None:
     await create_history_kb(client)
-    ingest = await client.post("/api/v1/kbs/history/documents", json={"documents": TWO_HOP}, headers=admin())
+    ingest = await client.post("/api/v1/kbs/history/documents?wait=true", json={"documents": TWO_HOP}, headers=admin())
     assert ingest.status_code == 201, ingest.text
     report = ingest.json()
     assert (report["documents_added"], report["documents_unchanged"]) == (4, 0)
     assert report["entity_mentions"] > 0 and len(report["doc_ids"]) == 4
-    again = (await client.post("/api/v1/kbs/history/documents", json={"documents": TWO_HOP}, headers=admin())).json()
+    again = (
+        await client.post("/api/v1/kbs/history/documents?wait=true", json={"documents": TWO_HOP}, headers=admin())
+    ).json()
     assert (again["documents_added"], again["documents_unchanged"]) == (0, 4)
 
     documents = (await client.get("/api/v1/kbs/history/documents", headers=reader())).json()["documents"]
@@ -150,7 +153,7 @@ async def test_files_are_uploaded_as_multipart(client: httpx.AsyncClient) -> Non
         ("files", ("notes.md", b"# Hugh of Tours\n\nHugh of Tours was a count in Alsace.", "text/markdown")),
         ("files", ("people.jsonl", records.encode(), "application/jsonl")),
     ]
-    response = await client.post("/api/v1/kbs/history/documents", files=files, headers=admin())
+    response = await client.post("/api/v1/kbs/history/documents?wait=true", files=files, headers=admin())
     assert response.status_code == 201, response.text
     assert response.json()["documents_added"] == 3
     titles = {
@@ -163,7 +166,7 @@ async def test_an_upload_of_too_many_records_is_refused_whole(client: httpx.Asyn
     await create_history_kb(client)
     records = "\n".join(json.dumps({"title": f"note {n}", "text": f"Note number {n}."}) for n in range(1001))
     files = [("files", ("many.jsonl", records.encode(), "application/jsonl"))]
-    response = await client.post("/api/v1/kbs/history/documents", files=files, headers=admin())
+    response = await client.post("/api/v1/kbs/history/documents?wait=true", files=files, headers=admin())
     assert response.status_code == 400, response.text
     assert "1000" in response.json()["error"]["message"]
     listed = (await client.get("/api/v1/kbs/history/documents", headers=admin())).json()["documents"]
@@ -195,7 +198,7 @@ async def test_created_kbs_survive_a_restart_and_serve_chat(data_dir: Path, sett
     with live_server(make_settings(data_dir, **settings_overrides)) as first:
         async with httpx.AsyncClient(base_url=first.base_url, timeout=60) as http:
             await create_history_kb(http)
-            await http.post("/api/v1/kbs/history/documents", json={"documents": TWO_HOP}, headers=admin())
+            await http.post("/api/v1/kbs/history/documents?wait=true", json={"documents": TWO_HOP}, headers=admin())
     with live_server(make_settings(data_dir, **settings_overrides)) as second:
         async with httpx.AsyncClient(base_url=second.base_url, timeout=60) as http:
             listed = (await http.get("/api/v1/kbs", headers=reader())).json()["knowledge_bases"]
@@ -212,7 +215,7 @@ async def test_created_kbs_survive_a_restart_and_serve_chat(data_dir: Path, sett
 
 async def test_communities_follow_ingestion_in_the_background(client: httpx.AsyncClient) -> None:
     await create_history_kb(client)
-    await client.post("/api/v1/kbs/history/documents", json={"documents": TWO_HOP}, headers=admin())
+    await client.post("/api/v1/kbs/history/documents?wait=true", json={"documents": TWO_HOP}, headers=admin())
     body = {"query": "What are the main themes of this collection?", "agent_type": "graph_agent"}
     for _ in range(100):
         results = (await client.post("/api/v1/kbs/history/retrieve", json=body, headers=reader())).json()
@@ -221,3 +224,54 @@ async def test_communities_follow_ingestion_in_the_background(client: httpx.Asyn
         await asyncio.sleep(0.1)
     else:
         raise AssertionError("no community summary appeared after ingestion")
+
+
+async def follow(client: httpx.AsyncClient, job_id: str) -> list[dict[str, Any]]:
+    """The job's records as a reader sees them, polled until it is over."""
+    seen = []
+    for _ in range(200):
+        response = await client.get(f"/api/v1/jobs/{job_id}", headers=reader())
+        assert response.status_code == 200, response.text
+        seen.append(response.json())
+        if seen[-1]["status"] in ("done", "failed", "cancelled"):
+            return seen
+        await asyncio.sleep(0.6)  # under the rate limit
+    raise AssertionError(f"job {job_id} never finished: {seen[-1]}")
+
+
+async def test_an_ingestion_is_a_job_answered_at_once_and_followed_to_done(client: httpx.AsyncClient) -> None:
+    await create_history_kb(client)
+    accepted = await client.post("/api/v1/kbs/history/documents", json={"documents": TWO_HOP}, headers=admin())
+    assert accepted.status_code == 202, accepted.text
+    job = accepted.json()
+    assert (job["status"], job["total"], job["processed"], job["kb_prefix"]) == ("queued", 4, 0, "history")
+    assert job["created_by"] == "ada"
+
+    seen = await follow(client, job["job_id"])
+    done = seen[-1]
+    assert done["status"] == "done" and done["processed"] == 4 and done["error"] is None
+    assert (done["counts"]["documents_added"], done["counts"]["documents_failed"]) == (4, 0)
+    assert [record["processed"] for record in seen] == sorted(record["processed"] for record in seen)
+    listed = (await client.get(f"/api/v1/jobs/{job['job_id']}?documents=true", headers=reader())).json()
+    assert [(d["position"], d["title"], d["status"]) for d in listed["documents"]] == [
+        (n, document["title"], "done") for n, document in enumerate(TWO_HOP)
+    ]
+    documents = (await client.get("/api/v1/kbs/history/documents", headers=reader())).json()["documents"]
+    assert sorted(d["doc_id"] for d in documents) == sorted(d["doc_id"] for d in listed["documents"])
+    jobs = (await client.get("/api/v1/kbs/history/jobs", headers=reader())).json()["jobs"]
+    assert [j["job_id"] for j in jobs] == [job["job_id"]]
+
+    # Cancelling is for admins; a finished job stays as it was.
+    assert (await client.delete(f"/api/v1/jobs/{job['job_id']}", headers=reader())).status_code == 403
+    kept = await client.delete(f"/api/v1/jobs/{job['job_id']}", headers=admin())
+    assert (kept.status_code, kept.json()["status"]) == (200, "done")
+
+
+@pytest.mark.parametrize(
+    ("method", "path"),
+    [("GET", "/api/v1/jobs/no-such-job"), ("DELETE", "/api/v1/jobs/no-such-job"), ("GET", "/api/v1/kbs/nope/jobs")],
+)
+async def test_an_unknown_job_or_kb_is_404(client: httpx.AsyncClient, method: str, path: str) -> None:
+    response = await client.request(method, path, headers=admin())
+    assert response.status_code == 404, response.text
+    assert response.json()["error"]["code"] in ("not_found", "unknown_kb")

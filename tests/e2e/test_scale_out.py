@@ -112,7 +112,7 @@ async def create_and_fill_kb(client: httpx.AsyncClient) -> None:
     created = await client.post("/api/v1/kbs", json=body, headers=as_user("admin"))
     assert created.status_code == 201, created.text
     ingested = await client.post(
-        "/api/v1/kbs/harbour/documents", json={"documents": DOCUMENTS}, headers=as_user("admin")
+        "/api/v1/kbs/harbour/documents?wait=true", json={"documents": DOCUMENTS}, headers=as_user("admin")
     )
     assert ingested.status_code == 201, ingested.text
 

@@ -265,8 +265,8 @@ async def kb_state(http: httpx.AsyncClient) -> tuple[list[str], list[str]]:
 
 ADMIN_WRITES: list[tuple[str, str, dict[str, Any], int]] = [
     ("POST", "/api/v1/kbs", {"json": {"kb_prefix": "notes"}}, 201),
-    ("POST", "/api/v1/kbs/orchard/documents", {"json": {"documents": [DOCUMENT]}}, 201),
-    ("POST", "/api/v1/kbs/orchard/documents", {"files": [NOTE_FILE]}, 201),
+    ("POST", "/api/v1/kbs/orchard/documents?wait=true", {"json": {"documents": [DOCUMENT]}}, 201),
+    ("POST", "/api/v1/kbs/orchard/documents?wait=true", {"files": [NOTE_FILE]}, 201),
     ("DELETE", "/api/v1/kbs/orchard/documents/{doc}", {}, 204),
 ]
 

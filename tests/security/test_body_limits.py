@@ -64,6 +64,6 @@ async def test_a_body_over_the_limit_is_413(limited: LiveServer, method: str, pa
 async def test_an_upload_under_its_own_limit_is_not_held_to_the_json_limit(limited: LiveServer) -> None:
     files = [("files", ("notes.md", b"# Pressing\n\n" + b"Cider is pressed in October. " * 150, "text/markdown"))]
     async with httpx.AsyncClient(base_url=limited.base_url, timeout=60) as http:
-        response = await http.post("/api/v1/kbs/orchard/documents", files=files)
+        response = await http.post("/api/v1/kbs/orchard/documents?wait=true", files=files)
     assert MAX_BODY < len(files[0][1][1]) < MAX_UPLOAD
     assert response.status_code == 201, response.text

@@ -370,7 +370,7 @@ async def test_hostile_documents_are_stored_verbatim_and_found(http: httpx.Async
             "metadata": {"note": value, "nested": {"list": [value, 1, None]}, value: "key"},
             "source": value,
         }
-        response = await post_json(http, f"/api/v1/kbs/{kb}/documents", {"documents": [document]})
+        response = await post_json(http, f"/api/v1/kbs/{kb}/documents?wait=true", {"documents": [document]})
         problems += problems_with(response, f"document={name}")
         if response.status_code == 201:
             [doc_id] = response.json()["doc_ids"]
@@ -401,7 +401,7 @@ async def test_hostile_uploads_are_refused_naming_the_file_and_write_nothing(htt
     kb = "uploads_" + uuid.uuid4().hex[:6]
     assert (await post_json(http, "/api/v1/kbs", {"kb_prefix": kb})).status_code == 201
     good = ("hide.txt", b"The kestrel hide at Hollowmere opens at dawn and closes at dusk.")
-    assert (await http.post(f"/api/v1/kbs/{kb}/documents", files=[("files", good)])).status_code == 201
+    assert (await http.post(f"/api/v1/kbs/{kb}/documents?wait=true", files=[("files", good)])).status_code == 201
     problems: list[str] = []
     for name, upload in HOSTILE_UPLOADS.items():
         # Alone, and after a good file in the same request: the whole request is refused either way.

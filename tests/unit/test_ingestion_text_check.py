@@ -20,10 +20,17 @@ class RecordingIndexer:
         self.batches: list[list[SourceDocument]] = []
 
     async def index(
-        self, kb: KnowledgeBase, documents: Sequence[SourceDocument], progress: ProgressCallback | None = None
+        self,
+        kb: KnowledgeBase,
+        documents: Sequence[SourceDocument],
+        progress: ProgressCallback | None = None,
+        refresh: bool = True,
     ) -> IndexReport:
         self.batches.append(list(documents))
         return IndexReport(documents_added=len(documents))
+
+    async def refresh_communities(self, kb: KnowledgeBase) -> None:
+        pass
 
     async def delete_document(self, kb: KnowledgeBase, doc_id: str) -> bool:
         return False

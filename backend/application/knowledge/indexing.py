@@ -114,7 +114,11 @@ class GraphIndexer:
         self._lock = locks
 
     async def index(
-        self, kb: KnowledgeBase, documents: Sequence[SourceDocument], progress: ProgressCallback | None = None
+        self,
+        kb: KnowledgeBase,
+        documents: Sequence[SourceDocument],
+        progress: ProgressCallback | None = None,
+        refresh: bool = True,
     ) -> IndexReport:
         parts: list[IndexReport] = []  # one per document: added (with what it replaced) or unchanged
         doc_ids: list[str] = []
@@ -122,7 +126,8 @@ class GraphIndexer:
             load = await self._write_batches(kb.kb_prefix, documents, parts, doc_ids, progress, stack)
             if load is not None:  # something was written (a failed write raised out of `_write_batches`)
                 await load.documents_written()
-                await self._communities.refresh(kb.kb_prefix)
+                if refresh:
+                    await self._communities.refresh(kb.kb_prefix)
         report = replace(sum(parts, IndexReport()), doc_ids=tuple(doc_ids))
         logger.info(
             "indexed kb=%s: %d added, %d unchanged, %d replaced, %d chunks, %d model calls",
@@ -284,6 +289,10 @@ class GraphIndexer:
         new = [mention for entity_id, mention in first_mention.items() if entity_id not in existing]
         vectors = await self._embed([_entity_text(mention) for mention in new])
         return {mention.entity_id: vector for mention, vector in zip(new, vectors, strict=True)}
+
+    async def refresh_communities(self, kb: KnowledgeBase) -> None:
+        async with self._lock(kb.kb_prefix):
+            await self._communities.refresh(kb.kb_prefix)
 
     async def delete_document(self, kb: KnowledgeBase, doc_id: str) -> bool:
         async with self._lock(kb.kb_prefix):

@@ -25,7 +25,7 @@ class KnowledgeService:
         self._loader = loader
         self._indexer = indexer
 
-    async def _kb(self, kb_prefix: str) -> KnowledgeBase:
+    async def knowledge_base(self, kb_prefix: str) -> KnowledgeBase:
         kb = await self._catalog.get(kb_prefix)
         if kb is None:
             raise UnknownKnowledgeBase(f"unknown knowledge base {kb_prefix!r}")
@@ -47,25 +47,37 @@ class KnowledgeService:
         check_text(name, "an uploaded file's name")
         return self._loader.load_bytes(name, data)
 
-    async def ingest(
-        self, kb_prefix: str, documents: Sequence[SourceDocument], progress: ProgressCallback | None = None
-    ) -> IndexReport:
-        kb = await self._kb(kb_prefix)
+    async def check_ingestible(self, kb_prefix: str, documents: Sequence[SourceDocument]) -> KnowledgeBase:
+        """The KB, once every document can be stored whole: bad input raises before anything is written."""
+        kb = await self.knowledge_base(kb_prefix)
         for position, document in enumerate(documents):
             _check_document(position, document)
-        return await self._indexer.index(kb, documents, progress)
+        return kb
+
+    async def ingest(
+        self,
+        kb_prefix: str,
+        documents: Sequence[SourceDocument],
+        progress: ProgressCallback | None = None,
+        refresh: bool = True,
+    ) -> IndexReport:
+        kb = await self.check_ingestible(kb_prefix, documents)
+        return await self._indexer.index(kb, documents, progress, refresh)
+
+    async def refresh_communities(self, kb_prefix: str) -> None:
+        await self._indexer.refresh_communities(await self.knowledge_base(kb_prefix))
 
     async def list_documents(self, kb_prefix: str) -> list[DocumentRecord]:
-        return await self._indexer.list_documents(await self._kb(kb_prefix))
+        return await self._indexer.list_documents(await self.knowledge_base(kb_prefix))
 
     async def get_document(self, kb_prefix: str, doc_id: str) -> DocumentRecord:
-        document = await self._indexer.get_document(await self._kb(kb_prefix), doc_id)
+        document = await self._indexer.get_document(await self.knowledge_base(kb_prefix), doc_id)
         if document is None:
             raise NotFound(f"no document {doc_id[:80]!r} in knowledge base {kb_prefix!r}")
         return document
 
     async def delete_document(self, kb_prefix: str, doc_id: str) -> None:
-        if not await self._indexer.delete_document(await self._kb(kb_prefix), doc_id):
+        if not await self._indexer.delete_document(await self.knowledge_base(kb_prefix), doc_id):
             raise NotFound(f"no document {doc_id[:80]!r} in knowledge base {kb_prefix!r}")
 
 

@@ -67,10 +67,17 @@ class DocumentLoader(Protocol):
 
 class KnowledgeIndexer(Protocol):
     async def index(
-        self, kb: KnowledgeBase, documents: Sequence[SourceDocument], progress: ProgressCallback | None = None
+        self,
+        kb: KnowledgeBase,
+        documents: Sequence[SourceDocument],
+        progress: ProgressCallback | None = None,
+        refresh: bool = True,
     ) -> IndexReport:
-        """Chunk, extract, embed and store; unchanged documents (same content hash) are skipped."""
+        """Chunk, extract, embed and store; unchanged documents (same content hash) are skipped. The KB's
+        communities are refreshed after, unless `refresh` is off (a job refreshes once, when it is over)."""
         ...
+
+    async def refresh_communities(self, kb: KnowledgeBase) -> None: ...
 
     async def delete_document(self, kb: KnowledgeBase, doc_id: str) -> bool:
         """Remove a document and everything only it supported; False if there was none."""

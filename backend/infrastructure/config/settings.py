@@ -184,6 +184,10 @@ class IngestionEnv(EnvGroup):
     extraction_concurrency: int = Field(4, alias="EXTRACTION_CONCURRENCY", gt=0)
     community_max_cluster_size: int = Field(10, alias="COMMUNITY_MAX_CLUSTER_SIZE", gt=1)
     community_refresh_delay_s: float = Field(2.0, alias="COMMUNITY_REFRESH_DELAY_S", ge=0)
+    # Ingestion jobs: documents per batch (what a worker takes at a time: the unit of progress and of
+    # cancelling), and how long a batch's worker may go without a heartbeat before another worker takes it.
+    job_batch_documents: int = Field(32, alias="JOB_BATCH_DOCUMENTS", gt=0, le=1000)
+    job_stale_after_s: float = Field(30.0, alias="JOB_STALE_AFTER_S", gt=0)
 
 
 class RoutingEnv(EnvGroup):
@@ -267,6 +271,19 @@ class Settings(BaseModel):
     llm: LlmEnv = Field(default_factory=LlmEnv)
     embeddings: EmbeddingEnv = Field(default_factory=EmbeddingEnv)
     retrieval: RetrievalEnv = Field(default_factory=RetrievalEnv)
+
+    def known_secrets(self) -> list[str]:
+        """Secret values to mask in logs."""
+        values = [
+            self.llm.api_key.get_secret_value(),
+            self.embeddings.api_key.get_secret_value(),
+            self.conversations.postgres_password.get_secret_value(),
+            self.knowledge.neo4j_password.get_secret_value(),
+            *self.auth.api_key_map(),
+        ]
+        if self.conversations.postgres_dsn is not None:
+            values.append(self.conversations.postgres_dsn.get_secret_value())
+        return [value for value in values if value]
 
     @classmethod
     def groups(cls) -> dict[str, type[EnvGroup]]:

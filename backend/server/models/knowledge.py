@@ -2,16 +2,17 @@
 
 from __future__ import annotations
 
-from dataclasses import asdict
+from collections.abc import Sequence
 from datetime import datetime
 from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from backend.application.ports.ingestion import IndexReport, SourceDocument
+from backend.application.ports.ingestion import SourceDocument
 from backend.application.ports.retrieval import RetrievalOutcome
 from backend.domain.agent_types import DEFAULT_AGENT_TYPE
 from backend.domain.graph import DocumentRecord
+from backend.domain.jobs import DocumentStatus, IngestionJob, JobDocument
 from backend.domain.knowledge_base import KnowledgeBase
 
 # Per HTTP request (a JSON body or the records of uploaded files); the CLI ingests any number.
@@ -78,20 +79,33 @@ class IngestRequest(_Body):
 
 
 class IngestResponse(BaseModel):
+    """`?wait=true`: the job once it is over, as the ingestion report it makes."""
+
     kb_prefix: str
+    job_id: str
+    status: str  # done, failed (see `error`) or cancelled
+    error: str | None
     documents_added: int
     documents_unchanged: int
     documents_replaced: int
+    documents_failed: int
     chunks_written: int
     entity_mentions: int
     relation_mentions: int
     model_calls: int
     extraction_fallbacks: int
-    doc_ids: list[str]
+    doc_ids: list[str]  # of the documents indexed, in the order sent
 
     @classmethod
-    def of(cls, kb_prefix: str, report: IndexReport) -> IngestResponse:
-        return cls(kb_prefix=kb_prefix, **asdict(report))
+    def of(cls, job: IngestionJob, documents: Sequence[JobDocument]) -> IngestResponse:
+        return cls(
+            kb_prefix=job.kb_prefix,
+            job_id=job.job_id,
+            status=job.status.value,
+            error=job.error,
+            **job.counts.as_dict(),
+            doc_ids=[document.doc_id for document in documents if document.status is DocumentStatus.DONE],
+        )
 
 
 class DocumentOut(BaseModel):

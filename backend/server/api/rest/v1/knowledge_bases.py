@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from fastapi import APIRouter, File, Request, Response, UploadFile, status
+from fastapi import APIRouter, File, Query, Request, Response, UploadFile, status
 from fastapi.exceptions import RequestValidationError
 from pydantic import ValidationError
 
@@ -12,6 +12,7 @@ from backend.application.ports.ingestion import SourceDocument
 from backend.domain.errors import InvalidRequest
 from backend.domain.text import check_text, field_name
 from backend.server.deps import AdminDep, PrincipalDep, ServicesDep
+from backend.server.models.jobs import JobOut, JobsResponse
 from backend.server.models.knowledge import (
     MAX_DOCUMENTS_PER_REQUEST,
     CreateKnowledgeBase,
@@ -87,24 +88,46 @@ async def _check_form_fields(request: Request) -> None:
 
 @router.post(
     "/{kb_prefix}/documents",
-    response_model=IngestResponse,
-    status_code=status.HTTP_201_CREATED,
+    response_model=JobOut | IngestResponse,
+    status_code=status.HTTP_202_ACCEPTED,
     openapi_extra={"requestBody": DOCUMENTS_BODY},
+    responses={201: {"model": IngestResponse, "description": "with `wait=true`: the job is over"}},
 )
 async def ingest_documents(
     kb_prefix: str,
     request: Request,
+    response: Response,
     services: ServicesDep,
     admin: AdminDep,
     files: Annotated[list[UploadFile] | None, File(description="txt, md, pdf, docx, json, jsonl")] = None,
-) -> IngestResponse:
+    wait: Annotated[bool, Query(description="answer once the job is over, with its report (201)")] = False,
+) -> JobOut | IngestResponse:
+    """Queue the documents as an ingestion job: `202` with the job, to follow at `GET /api/v1/jobs/{job_id}`."""
     documents = await _documents_from(request, services, files)
     if not documents:
         raise InvalidRequest("no document with text was found in the request")
     if len(documents) > MAX_DOCUMENTS_PER_REQUEST:  # the JSON body is capped by its model; files by this
         raise InvalidRequest(f"at most {MAX_DOCUMENTS_PER_REQUEST} documents per request; split the upload")
-    report = await services.knowledge.ingest(kb_prefix, documents)
-    return IngestResponse.of(kb_prefix, report)
+    job = await services.jobs.submit(kb_prefix, admin.resolve_user(None), documents)
+    if not wait:
+        return JobOut.of(job)
+    job = await services.jobs.wait(job.job_id)
+    response.status_code = status.HTTP_201_CREATED
+    return IngestResponse.of(job, await services.jobs.documents(job.job_id))
+
+
+@router.get("/{kb_prefix}/jobs", response_model=JobsResponse)
+async def list_jobs(
+    kb_prefix: str,
+    services: ServicesDep,
+    principal: PrincipalDep,
+    limit: Annotated[int, Query(ge=1, le=200)] = 50,
+) -> JobsResponse:
+    """The KB's ingestion jobs, newest first."""
+    del principal  # any authenticated caller may read a KB
+    return JobsResponse(
+        kb_prefix=kb_prefix, jobs=[JobOut.of(job) for job in await services.jobs.list_jobs(kb_prefix, limit)]
+    )
 
 
 @router.get("/{kb_prefix}/documents", response_model=DocumentsResponse)
