@@ -146,6 +146,17 @@ async def test_ingest_list_retrieve_and_delete_documents(client: httpx.AsyncClie
     assert "Hugh of Tours" not in [r["source"]["title"] for r in after["retrieval_results"]]
 
 
+async def test_a_changed_document_counts_once_as_replaced(client: httpx.AsyncClient) -> None:
+    await create_history_kb(client)
+    await client.post("/api/v1/kbs/history/documents", json={"documents": TWO_HOP}, headers=admin())
+    edited = {**TWO_HOP[2], "text": "Hugh of Tours was a count in Alsace and Tours, and the father of Ermengarde."}
+    response = await client.post("/api/v1/kbs/history/documents", json={"documents": [edited]}, headers=admin())
+    report = response.json()
+    assert (report["documents_added"], report["documents_replaced"], report["documents_unchanged"]) == (0, 1, 0)
+    documents = (await client.get("/api/v1/kbs/history/documents", headers=reader())).json()["documents"]
+    assert [d["doc_id"] for d in documents if d["source"] == "hugh"] == report["doc_ids"]
+
+
 async def test_files_are_uploaded_as_multipart(client: httpx.AsyncClient) -> None:
     await create_history_kb(client)
     records = "\n".join(json.dumps({"title": d["title"], "text": d["text"]}) for d in TWO_HOP[:2])

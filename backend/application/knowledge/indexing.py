@@ -120,7 +120,7 @@ class GraphIndexer:
         progress: ProgressCallback | None = None,
         refresh: bool = True,
     ) -> IndexReport:
-        parts: list[IndexReport] = []  # one per document: added (with what it replaced) or unchanged
+        parts: list[IndexReport] = []  # one per document: added, replaced or unchanged
         doc_ids: list[str] = []
         async with self._lock(kb.kb_prefix), AsyncExitStack() as stack:
             load = await self._write_batches(kb.kb_prefix, documents, parts, doc_ids, progress, stack)
@@ -239,8 +239,9 @@ class GraphIndexer:
                 await self._store.delete_document(kb, old)
             parts.append(
                 IndexReport(
-                    documents_added=1,
-                    documents_replaced=len(work.outdated),
+                    # A new version of a stored source is one document replaced, however many it supersedes.
+                    documents_added=0 if work.outdated else 1,
+                    documents_replaced=1 if work.outdated else 0,
                     chunks_written=len(work.chunks),
                     entity_mentions=len(extraction.entity_mentions),
                     relation_mentions=len(extraction.relation_mentions),

@@ -32,9 +32,9 @@ class SourceDocument:
 
 @dataclass(frozen=True, slots=True)
 class IndexReport:
-    documents_added: int = 0
-    documents_unchanged: int = 0
-    documents_replaced: int = 0
+    documents_added: int = 0  # new, under a source the KB did not hold (or none)
+    documents_unchanged: int = 0  # stored already (same content hash): skipped
+    documents_replaced: int = 0  # new versions of a stored source: each counts here once, and not as added
     chunks_written: int = 0
     entity_mentions: int = 0
     relation_mentions: int = 0
