@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 from collections import defaultdict
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -96,9 +96,11 @@ def load_lihua(root: Path = DATASETS) -> Dataset:
     session_of_path = {path: stamp for stamp, path in _json(folder / "sessions.json").items()}
     loader = FileDocumentLoader()
     pairs: list[tuple[SourceDocument, str]] = []
-    for path in loader.files([folder / "corpus"]):
-        stamp = session_of_path[path.relative_to(folder).as_posix()]
-        pairs.extend((document, stamp) for document in loader.load(path))
+    for file in loader.files([folder / "corpus"]):
+        stamp = session_of_path[file.path.relative_to(folder).as_posix()]
+        # Keyed by the file's own path, not the loader's relative name: `Dataset.files` reads the files.
+        source = file.path.resolve().as_posix()
+        pairs.extend((replace(document, source=source), stamp) for document in loader.load(file))
     documents, keys = _keyed(pairs)
     questions = [
         Question(q["id"], q["question"], tuple(q["evidence"]), q["type"]) for q in _json(folder / "questions_dev.json")

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator, Sequence
 from contextlib import asynccontextmanager
+from pathlib import Path
 
 import numpy as np
 import numpy.typing as npt
@@ -17,6 +18,7 @@ from backend.domain.graph import ChunkRecord, DocumentRecord, Extraction
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.graphrag_agent.extraction.offline import OfflineExtractor
 from backend.graphrag_agent.text import mostly_cjk
+from backend.infrastructure.knowledge.loaders import FileDocumentLoader
 from tests.support.hash_embedder import HashEmbedder
 from tests.support.indexing import make_indexer
 
@@ -96,6 +98,31 @@ async def test_changed_content_under_the_same_source_replaces_the_old_version(gr
     names = await entity_names(graph_store, KB.kb_prefix)
     assert "London" not in names  # only the old version mentioned it
     assert {"Paris", "Charles Babbage"} <= names  # new mention; still mentioned by Grace Hopper
+
+
+async def test_a_folder_ingested_again_from_elsewhere_replaces_its_changed_file(
+    graph_store: GraphStore, tmp_path: Path
+) -> None:
+    folder = tmp_path / "first" / "people"
+    (folder / "computing").mkdir(parents=True)
+    (folder / "computing" / "ada.md").write_text(f"# Ada Lovelace\n\n{ADA.text}", "utf-8")
+    (folder / "grace.md").write_text(f"# Grace Hopper\n\n{GRACE.text}", "utf-8")
+    indexer = make_indexer(graph_store, HashEmbedder())
+    first = await indexer.index(KB, load_folder(folder))
+    assert (first.documents_added, first.documents_replaced) == (2, 0)
+
+    moved = folder.rename(tmp_path / "people")  # the same folder, somewhere else: its sources do not change
+    (moved / "computing" / "ada.md").write_text(f"# Ada Lovelace\n\n{ADA.text} She died in 1852.", "utf-8")
+    again = await indexer.index(KB, load_folder(moved))
+
+    assert (again.documents_added, again.documents_replaced, again.documents_unchanged) == (0, 1, 1)
+    stored = await graph_store.list_documents(KB.kb_prefix)
+    assert [(d.title, d.source) for d in stored] == [("Ada Lovelace", "computing/ada.md"), ("Grace Hopper", "grace.md")]
+
+
+def load_folder(folder: Path) -> list[SourceDocument]:
+    loader = FileDocumentLoader()
+    return [document for file in loader.files([folder]) for document in loader.load(file)]
 
 
 async def test_deleting_a_document_removes_what_only_it_supported(graph_store: GraphStore) -> None:

@@ -14,6 +14,7 @@ import numpy as np
 import numpy.typing as npt
 import pytest
 
+from backend.application.ports.ingestion import SourceFile
 from backend.domain import ids
 from backend.domain.errors import InvalidRequest, StoreUnavailable
 from backend.domain.knowledge_base import KnowledgeBase
@@ -295,7 +296,7 @@ async def test_blank_query_returns_an_empty_trace_without_searching() -> None:
 def test_loader_takes_the_title_from_the_first_h1(tmp_path: Path) -> None:
     file = tmp_path / "notes.md"
     file.write_text("Intro line\n```\n# not a heading\n```\n## Sub\n# Real Title #\n\nBody.", "utf-8")
-    [document] = FileDocumentLoader().load(file)
+    [document] = FileDocumentLoader().load(SourceFile(file, file.name))
     assert document.title == "Real Title"
     assert document.metadata == {"source": "notes.md", "format": "markdown"}
     assert document.text.endswith("Body.")
@@ -305,7 +306,7 @@ def test_loader_takes_the_title_from_the_first_h1(tmp_path: Path) -> None:
 def test_loader_falls_back_to_the_file_stem_and_strips_a_bom(tmp_path: Path) -> None:
     file = tmp_path / "opening-hours.txt"
     file.write_bytes("\ufeff# Looks like a heading\nOpen daily.".encode())
-    [document] = FileDocumentLoader().load(file)
+    [document] = FileDocumentLoader().load(SourceFile(file, file.name))
     assert document.title == "opening-hours"
     assert document.text.startswith("# Looks")
     assert document.metadata["format"] == "text"
@@ -315,15 +316,15 @@ def test_loader_rejects_undecodable_and_unsupported_files(tmp_path: Path) -> Non
     latin1 = tmp_path / "old.txt"
     latin1.write_bytes("Caf\xe9 au lait".encode("latin-1"))
     with pytest.raises(InvalidRequest, match=r"old\.txt is not UTF-8.*offset 3"):
-        FileDocumentLoader().load(latin1)
+        FileDocumentLoader().load(SourceFile(latin1, latin1.name))
     sheet = tmp_path / "sheet.xlsx"
     sheet.write_bytes(b"PK")
     assert not FileDocumentLoader().supports(sheet)
     with pytest.raises(InvalidRequest, match="unsupported"):
-        FileDocumentLoader().load(sheet)
+        FileDocumentLoader().load(SourceFile(sheet, sheet.name))
     empty = tmp_path / "empty.md"
     empty.write_text("  \n\n", "utf-8")
-    assert FileDocumentLoader().load(empty) == []
+    assert FileDocumentLoader().load(SourceFile(empty, empty.name)) == []
 
 
 def test_expand_paths_is_sorted_recursive_and_skips_hidden(tmp_path: Path) -> None:
@@ -331,7 +332,8 @@ def test_expand_paths_is_sorted_recursive_and_skips_hidden(tmp_path: Path) -> No
         (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
         (tmp_path / name).write_text("text", "utf-8")
     files = expand_paths([tmp_path, tmp_path / "b.md"])
-    assert [f.relative_to(tmp_path).as_posix() for f in files] == ["Z.MD", "a.txt", "b.md", "sub/c.md"]
+    assert [f.name for f in files] == ["Z.MD", "a.txt", "b.md", "sub/c.md"]
+    assert [f.path.relative_to(tmp_path).as_posix() for f in files] == [f.name for f in files]
     with pytest.raises(InvalidRequest, match="no such file"):
         expand_paths([tmp_path / "missing"])
     with pytest.raises(InvalidRequest, match="unsupported"):

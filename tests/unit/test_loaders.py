@@ -283,16 +283,42 @@ def test_records_files_must_be_utf8() -> None:
 # -- files on disk and uploads --------------------------------------------------------------------
 
 
-def test_a_file_on_disk_and_its_upload_load_alike_except_for_the_source(tmp_path: Path) -> None:
+def test_a_file_on_disk_and_its_upload_load_alike(tmp_path: Path) -> None:
     file = tmp_path / "carol.pdf"
     file.write_bytes(minimal_pdf(["Bah humbug."], "Carol"))
 
-    [from_disk] = LOADER.load(file)
+    [from_disk] = [document for found in LOADER.files([file]) for document in LOADER.load(found)]
     [uploaded] = LOADER.load_bytes("carol.pdf", file.read_bytes())
 
-    assert (from_disk.title, from_disk.text, from_disk.metadata) == (uploaded.title, uploaded.text, uploaded.metadata)
-    assert from_disk.source == file.resolve().as_posix()
+    assert from_disk == uploaded  # the same source too: an upload of a changed file replaces the ingested one
     assert uploaded.source == "carol.pdf"
+
+
+def test_sources_are_relative_to_the_folder_given_never_absolute(tmp_path: Path) -> None:
+    folder = tmp_path / "handbook"
+    (folder / "policies").mkdir(parents=True)
+    (folder / "intro.md").write_text("# Intro\n\nWelcome.", "utf-8")
+    (folder / "policies" / "leave.md").write_text("# Leave\n\nTwenty days.", "utf-8")
+    (folder / "policies" / "faq.jsonl").write_text('{"id": "q1", "text": "Ask HR."}', "utf-8")
+
+    documents = [document for file in LOADER.files([folder]) for document in LOADER.load(file)]
+
+    assert [d.source for d in documents] == ["intro.md", "policies/faq.jsonl#q1", "policies/leave.md"]
+    assert [d.metadata["source"] for d in documents] == ["intro.md", "policies/faq.jsonl", "policies/leave.md"]
+    assert [d.title for d in documents] == ["Intro", "faq #1", "Leave"]
+    alone = [document for file in LOADER.files([folder / "policies" / "leave.md"]) for document in LOADER.load(file)]
+    assert [(d.source, d.metadata["source"]) for d in alone] == [("leave.md", "leave.md")]
+
+
+def test_two_files_of_one_name_are_refused(tmp_path: Path) -> None:
+    for name in ("2024/notes.md", "2025/notes.md"):
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text("Notes.", "utf-8")
+
+    with pytest.raises(InvalidRequest, match=r"would both be stored as 'notes\.md'"):
+        LOADER.files([tmp_path / "2024", tmp_path / "2025"])
+    assert [f.name for f in LOADER.files([tmp_path])] == ["2024/notes.md", "2025/notes.md"]
+    assert [f.name for f in LOADER.files([tmp_path / "2024", tmp_path / "2024" / "notes.md"])] == ["notes.md"]
 
 
 def test_an_upload_name_keeps_only_its_last_component() -> None:

@@ -40,7 +40,8 @@ class KnowledgeService:
         return await self._catalog.list()
 
     def load_files(self, paths: Sequence[Path]) -> list[SourceDocument]:
-        """Every document in the supported files under `paths`, each keyed by its file path."""
+        """Every document in the supported files under `paths`, each keyed by its file's path relative to the
+        folder given (a file given itself: its name)."""
         return [document for file in self._loader.files(paths) for document in self._loader.load(file)]
 
     def load_upload(self, name: str, data: bytes) -> list[SourceDocument]:

@@ -47,6 +47,16 @@ class IndexReport:
         return IndexReport(*(mine + theirs for mine, theirs in zip(astuple(self), astuple(other), strict=True)))
 
 
+@dataclass(frozen=True, slots=True)
+class SourceFile:
+    """A file to load and the name its documents are stored under (their `source`): its path relative to the
+    folder it was found in, or its own name when given itself. Never an absolute path: that would show the
+    server's file system, and change when the folder moves (its documents would then be added again)."""
+
+    path: Path
+    name: str
+
+
 # Called after each document with (documents done, documents total, title).
 ProgressCallback = Callable[[int, int, str], None]
 
@@ -54,11 +64,13 @@ ProgressCallback = Callable[[int, int, str], None]
 class DocumentLoader(Protocol):
     def supports(self, path: Path) -> bool: ...
 
-    def files(self, paths: Sequence[Path]) -> list[Path]:
-        """The supported files among `paths`, directories walked, in a deterministic order."""
+    def files(self, paths: Sequence[Path]) -> list[SourceFile]:
+        """The supported files among `paths`, directories walked, in a deterministic order, each named."""
         ...
 
-    def load(self, path: Path) -> list[SourceDocument]: ...
+    def load(self, file: SourceFile) -> list[SourceDocument]:
+        """The file's documents, whose `source` is the file's name (a record's adds `#id`)."""
+        ...
 
     def load_bytes(self, name: str, data: bytes) -> list[SourceDocument]:
         """Documents from an uploaded file's name and content."""

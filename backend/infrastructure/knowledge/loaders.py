@@ -21,7 +21,7 @@ from docx.document import Document as DocxDocument
 from docx.table import Table
 from docx.text.paragraph import Paragraph
 
-from backend.application.ports.ingestion import SourceDocument
+from backend.application.ports.ingestion import SourceDocument, SourceFile
 from backend.domain.errors import InvalidRequest
 from backend.domain.text import decode_text
 
@@ -35,8 +35,8 @@ _DOCX_HEADING = re.compile(r"^Heading ([1-6])$")
 # Record fields that become the document itself rather than its metadata.
 _RECORD_FIELDS: Final = ("title", "text")
 
-# (file name, content, source) → documents
-_Parser = Callable[[str, bytes, str], list[SourceDocument]]
+# (file name, content) → documents; the name is their source
+_Parser = Callable[[str, bytes], list[SourceDocument]]
 
 
 class FileDocumentLoader:
@@ -44,26 +44,26 @@ class FileDocumentLoader:
 
     Titles: text files use the file name; Markdown its first `# heading`; PDF its metadata title;
     DOCX its core-properties title or first Heading 1; records their `title` field. Whatever lacks
-    one is named after the file. The metadata carries the source file name and format.
-    `SourceDocument.source` is the file's absolute path (a record's adds `#id`), or the upload's name.
+    one is named after the file. The metadata carries the file's name and format.
+    `SourceDocument.source` is the file's name as `files` gives it: its path relative to the folder it was
+    found in, or its own name (a record's adds `#id`); for an upload, the upload's name.
     """
 
     def supports(self, path: Path) -> bool:
         return path.suffix.lower() in SUPPORTED_SUFFIXES
 
-    def files(self, paths: Sequence[Path]) -> list[Path]:
+    def files(self, paths: Sequence[Path]) -> list[SourceFile]:
         return expand_paths(paths, self)
 
-    def load(self, path: Path) -> list[SourceDocument]:
-        parser = _parser_for(path.name)
-        return parser(path.name, _read_bytes(path), path.resolve().as_posix())
+    def load(self, file: SourceFile) -> list[SourceDocument]:
+        return _parser_for(file.name)(file.name, _read_bytes(file.path))
 
     def load_bytes(self, name: str, data: bytes) -> list[SourceDocument]:
         """Documents from an uploaded file; only the last component of `name` is used."""
         base = PurePosixPath(name.replace("\\", "/")).name
         if not base:
             raise InvalidRequest("an uploaded file needs a name")
-        return _parser_for(base)(base, data, base)
+        return _parser_for(base)(base, data)
 
 
 def first_heading(markdown: str) -> str | None:
@@ -79,25 +79,40 @@ def first_heading(markdown: str) -> str | None:
     return None
 
 
-def expand_paths(paths: Iterable[Path], loader: FileDocumentLoader | None = None) -> list[Path]:
+def expand_paths(paths: Iterable[Path], loader: FileDocumentLoader | None = None) -> list[SourceFile]:
     """Files to load: given files as they are, directories walked recursively for supported files.
 
-    Hidden files and folders are skipped; the order is sorted and deterministic; repeats are dropped.
+    Each is named relative to the directory it was found in, or by its own name when given itself. Hidden
+    files and folders are skipped; the order is sorted and deterministic; repeats are dropped (the first
+    name stays). Two different files of one name are refused: one would replace the other.
     """
     supported = loader or FileDocumentLoader()
-    found: dict[Path, None] = {}
+    found: dict[Path, SourceFile] = {}
     for path in paths:
         if path.is_dir():
             for file in sorted(path.rglob("*"), key=lambda p: p.relative_to(path).as_posix()):
-                if file.is_file() and supported.supports(file) and not _is_hidden(file.relative_to(path)):
-                    found.setdefault(file, None)
+                relative = file.relative_to(path)
+                if file.is_file() and supported.supports(file) and not _is_hidden(relative):
+                    found.setdefault(file.resolve(), SourceFile(file, relative.as_posix()))
         elif path.is_file():
             if not supported.supports(path):
                 raise InvalidRequest(f"{path.name}: unsupported file type (supported: {_supported_list()})")
-            found.setdefault(path, None)
+            found.setdefault(path.resolve(), SourceFile(path, path.name))
         else:
             raise InvalidRequest(f"no such file or directory: {path}")
-    return list(found)
+    _check_names_differ(found.values())
+    return list(found.values())
+
+
+def _check_names_differ(files: Iterable[SourceFile]) -> None:
+    seen: dict[str, Path] = {}
+    for file in files:
+        other = seen.setdefault(file.name, file.path)
+        if other != file.path:
+            raise InvalidRequest(
+                f"{other} and {file.path} would both be stored as {file.name!r} (a file is named relative to the "
+                "folder given): ingest them into different knowledge bases, or give their common parent folder"
+            )
 
 
 def _parser_for(name: str) -> _Parser:
@@ -114,20 +129,20 @@ def _stem(name: str) -> str:
 # -- text and Markdown ----------------------------------------------------------------------------
 
 
-def _load_text(name: str, data: bytes, source: str) -> list[SourceDocument]:
+def _load_text(name: str, data: bytes) -> list[SourceDocument]:
     text = decode_text(data, name)
     if not text.strip():
         return []
     markdown = PurePosixPath(name).suffix.lower() in _MARKDOWN_SUFFIXES
     title = (first_heading(text) if markdown else None) or _stem(name)
     metadata = {"source": name, "format": "markdown" if markdown else "text"}
-    return [SourceDocument(title=title, text=text, metadata=metadata, source=source)]
+    return [SourceDocument(title=title, text=text, metadata=metadata, source=name)]
 
 
 # -- PDF ------------------------------------------------------------------------------------------
 
 
-def _load_pdf(name: str, data: bytes, source: str) -> list[SourceDocument]:
+def _load_pdf(name: str, data: bytes) -> list[SourceDocument]:
     try:
         reader = pypdf.PdfReader(io.BytesIO(data))
         _unlock(name, reader)
@@ -142,7 +157,7 @@ def _load_pdf(name: str, data: bytes, source: str) -> list[SourceDocument]:
         _log.warning("%s: no extractable text (a scanned or empty PDF?); no document loaded", name)
         return []
     metadata = {"source": name, "format": "pdf", "pages": len(pages)}
-    return [SourceDocument(title=title or _stem(name), text=text, metadata=metadata, source=source)]
+    return [SourceDocument(title=title or _stem(name), text=text, metadata=metadata, source=name)]
 
 
 def _unlock(name: str, reader: pypdf.PdfReader) -> None:
@@ -160,7 +175,7 @@ def _pdf_title(reader: pypdf.PdfReader) -> str:
 # -- DOCX -----------------------------------------------------------------------------------------
 
 
-def _load_docx(name: str, data: bytes, source: str) -> list[SourceDocument]:
+def _load_docx(name: str, data: bytes) -> list[SourceDocument]:
     try:
         document = docx.Document(io.BytesIO(data))
         blocks = [block for block in _docx_blocks(document) if block]
@@ -171,7 +186,7 @@ def _load_docx(name: str, data: bytes, source: str) -> list[SourceDocument]:
         _log.warning("%s: the document has no text; no document loaded", name)
         return []
     metadata = {"source": name, "format": "docx"}
-    return [SourceDocument(title=title or _stem(name), text="\n\n".join(blocks), metadata=metadata, source=source)]
+    return [SourceDocument(title=title or _stem(name), text="\n\n".join(blocks), metadata=metadata, source=name)]
 
 
 def _docx_blocks(document: DocxDocument) -> Iterator[str]:
@@ -221,7 +236,7 @@ def _style_name(paragraph: Paragraph) -> str:
 # -- JSON and JSON Lines records ------------------------------------------------------------------
 
 
-def _load_json(name: str, data: bytes, source: str) -> list[SourceDocument]:
+def _load_json(name: str, data: bytes) -> list[SourceDocument]:
     text = decode_text(data, name)
     if not text.strip():
         return []
@@ -234,12 +249,12 @@ def _load_json(name: str, data: bytes, source: str) -> list[SourceDocument]:
     if not isinstance(value, list | dict):
         raise InvalidRequest(f"{name}: expected a JSON object or a list of objects")
     records = value if isinstance(value, list) else [value]
-    return _records_to_documents(name, source, "json", enumerate(records, start=1))
+    return _records_to_documents(name, "json", enumerate(records, start=1))
 
 
-def _load_jsonl(name: str, data: bytes, source: str) -> list[SourceDocument]:
+def _load_jsonl(name: str, data: bytes) -> list[SourceDocument]:
     text = decode_text(data, name)
-    return _records_to_documents(name, source, "jsonl", _jsonl_records(name, text))
+    return _records_to_documents(name, "jsonl", _jsonl_records(name, text))
 
 
 def _jsonl_records(name: str, text: str) -> Iterator[tuple[int, Any]]:
@@ -256,12 +271,12 @@ def _jsonl_records(name: str, text: str) -> Iterator[tuple[int, Any]]:
             raise InvalidRequest(f"{name}: line {number}: {_unparsable(exc)}") from exc
 
 
-def _records_to_documents(name: str, source: str, fmt: str, records: Iterable[tuple[int, Any]]) -> list[SourceDocument]:
+def _records_to_documents(name: str, fmt: str, records: Iterable[tuple[int, Any]]) -> list[SourceDocument]:
     """Records with a non-empty string `text` become documents; the others are counted and skipped."""
     documents: list[SourceDocument] = []
     skipped = 0
     for position, record in records:
-        document = _record_document(name, source, fmt, position, record)
+        document = _record_document(name, fmt, position, record)
         if document is None:
             skipped += 1
         else:
@@ -271,7 +286,7 @@ def _records_to_documents(name: str, source: str, fmt: str, records: Iterable[tu
     return documents
 
 
-def _record_document(name: str, source: str, fmt: str, position: int, record: Any) -> SourceDocument | None:
+def _record_document(name: str, fmt: str, position: int, record: Any) -> SourceDocument | None:
     if not isinstance(record, dict):
         return None
     text = record.get("text")
@@ -286,7 +301,7 @@ def _record_document(name: str, source: str, fmt: str, position: int, record: An
     record_id = record.get("id")
     suffix = record_id if isinstance(record_id, str | int) and not isinstance(record_id, bool) else position
     return SourceDocument(
-        title=title or f"{_stem(name)} #{position}", text=text, metadata=metadata, source=f"{source}#{suffix}"
+        title=title or f"{_stem(name)} #{position}", text=text, metadata=metadata, source=f"{name}#{suffix}"
     )
 
 
