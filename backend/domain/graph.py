@@ -7,6 +7,7 @@ these records; the stores take them alongside.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -32,6 +33,44 @@ class ChunkRecord:
     text: str
     start: int = 0
     end: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class StoredDocument:
+    """A document as a reader gets it back: its record, and its chunks in order."""
+
+    record: DocumentRecord
+    chunks: tuple[ChunkRecord, ...]
+
+    @property
+    def text(self) -> str:
+        return joined_text(self.chunks)
+
+
+def joined_text(chunks: Sequence[ChunkRecord]) -> str:
+    """The text the chunks (in order) were cut from, at the offsets they were cut at.
+
+    Chunks are slices of the text (`start`, `end`) that overlap or leave out the whitespace between them; each
+    adds what the ones before it did not hold. Whitespace left out comes back as as many characters: one as a
+    space, more as line breaks (a paragraph's end). Chunks whose offsets do not match their text are joined by
+    blank lines.
+    """
+    if not _offsets_hold(chunks):
+        return "\n\n".join(chunk.text for chunk in chunks)
+    parts: list[str] = []
+    end = 0
+    for chunk in chunks:
+        gap = chunk.start - end
+        if gap > 0:
+            parts.append(" " if gap == 1 else "\n" * gap)
+        parts.append(chunk.text[max(0, -gap) :])
+        end = max(end, chunk.end)
+    return "".join(parts)
+
+
+def _offsets_hold(chunks: Sequence[ChunkRecord]) -> bool:
+    starts = [chunk.start for chunk in chunks]
+    return starts == sorted(starts) and all(c.start >= 0 and c.end - c.start == len(c.text) for c in chunks)
 
 
 @dataclass(frozen=True, slots=True)

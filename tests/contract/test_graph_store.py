@@ -310,6 +310,17 @@ async def test_get_chunks_in_the_order_asked_with_score_zero(orchard: GraphStore
     assert await orchard.get_chunks(KB, []) == []
 
 
+async def test_document_chunks_come_back_in_order_with_their_offsets(orchard: GraphStore) -> None:
+    assert await orchard.document_chunks(KB, cider().doc_id) == list(cider().graph.chunks)
+    long = build(KB, "A long read", [ChunkSpec(f"Part {n} of the long read.", axis(n % DIM)) for n in range(12)])
+    await write(orchard, long)
+    chunks = await orchard.document_chunks(KB, long.doc_id)
+    assert [c.ordinal for c in chunks] == list(range(12))  # by number, not as text ("10" < "2")
+    assert chunks == list(long.graph.chunks)
+    assert await orchard.document_chunks(KB, "no-such-document") == []
+    assert await orchard.document_chunks(OTHER_KB, cider().doc_id) == []
+
+
 async def test_chunk_embeddings_are_the_stored_vectors(orchard: GraphStore) -> None:
     c, b = cider(), bees()
     vectors = await orchard.chunk_embeddings(KB, [b.chunk(1), "no-such-chunk", c.chunk(0)])
@@ -682,6 +693,7 @@ async def test_a_new_version_under_the_same_id_replaces_the_old(orchard: GraphSt
     assert await orchard.counts(KB) == GraphCounts(documents=2, chunks=3, entities=5, relations=4)
     doc = await orchard.get_document(KB, cider().doc_id)
     assert doc is not None and (doc.title, doc.chunk_count, doc.metadata) == ("Making cider, abridged", 1, {})
+    assert await orchard.document_chunks(KB, cider().doc_id) == list(short.graph.chunks)
     assert await orchard.search_chunks_fulltext(KB, "yeast barrels", 10) == []
     assert await orchard.get_chunks(KB, [cider().chunk(1)]) == []
     assert await orchard.existing_entity_ids(KB, [eid(KB, "Yeast"), eid(KB, "Barrel")]) == set()
@@ -697,6 +709,7 @@ async def test_delete_document_removes_what_only_it_supported(orchard: GraphStor
 
     assert await orchard.get_document(KB, cider().doc_id) is None
     assert await orchard.get_chunks(KB, [cider().chunk(0), cider().chunk(1)]) == []
+    assert await orchard.document_chunks(KB, cider().doc_id) == []
     assert await orchard.search_chunks_fulltext(KB, "yeast barrels pressed october", 10) == []
     assert {h.doc_id for h in await orchard.search_chunks_vector(KB, axis(0), 10)} == {bees().doc_id}
     assert await orchard.counts(KB) == GraphCounts(documents=1, chunks=2, entities=5, relations=4)

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+from itertools import pairwise
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +129,7 @@ async def test_ingest_list_retrieve_and_delete_documents(client: httpx.AsyncClie
     hugh = next(d for d in documents if d["title"] == "Hugh of Tours")
     one = (await client.get(f"/api/v1/kbs/history/documents/{hugh['doc_id']}", headers=reader())).json()
     assert (one["title"], one["source"], one["chunk_count"]) == ("Hugh of Tours", "hugh", 1)
+    assert (one["text"], one["chunks"]) == (TWO_HOP[2]["text"], None)
 
     body = {"query": "When did Lothair II's mother die?", "agent_type": "deep_research_agent", "top_k": 5}
     retrieved = (await client.post("/api/v1/kbs/history/retrieve", json=body, headers=reader())).json()
@@ -144,6 +146,48 @@ async def test_ingest_list_retrieve_and_delete_documents(client: httpx.AsyncClie
     body = {"query": "Who was the count in Alsace?", "agent_type": "naive_rag_agent"}
     after = (await client.post("/api/v1/kbs/history/retrieve", json=body, headers=reader())).json()
     assert "Hugh of Tours" not in [r["source"]["title"] for r in after["retrieval_results"]]
+
+
+async def test_a_document_reads_back_as_its_text_and_its_chunks(client: httpx.AsyncClient) -> None:
+    await create_history_kb(client)
+    text = "\n\n".join(
+        " ".join(f"In year {800 + 10 * p + n} the abbey of Prüm recorded harvest number {n}." for n in range(12))
+        for p in range(6)
+    )
+    long = {"title": "Prüm annals", "text": text, "source": "annals/prum.md"}
+    ingest = await client.post("/api/v1/kbs/history/documents", json={"documents": [long]}, headers=admin())
+    [doc_id] = ingest.json()["doc_ids"]
+    url = f"/api/v1/kbs/history/documents/{doc_id}"
+
+    read = (await client.get(url, params={"chunks": "true"}, headers=reader())).json()
+
+    chunks = read["chunks"]
+    assert len(chunks) == read["chunk_count"] > 2
+    assert [c["ordinal"] for c in chunks] == list(range(len(chunks)))
+    assert any(a["end"] > b["start"] for a, b in pairwise(chunks))  # the chunks overlap...
+    assert read["text"].split() == text.split()  # ...and the text holds each overlap once
+    assert all(read["text"][c["start"] : c["end"]] == c["text"] for c in chunks)
+    assert set(chunks[0]) == {"chunk_id", "ordinal", "text", "start", "end"}
+    assert (read["title"], read["source"]) == ("Prüm annals", "annals/prum.md")
+
+
+@pytest.mark.parametrize(
+    ("path", "headers", "status", "code"),
+    [
+        ("/api/v1/kbs/history/documents/no-such-document", reader(), 404, "not_found"),
+        ("/api/v1/kbs/nope/documents/no-such-document", reader(), 404, "unknown_kb"),
+        ("/api/v1/kbs/history/documents/no-such-document?chunks=maybe", reader(), 422, "validation_error"),
+        ("/api/v1/kbs/history/documents/no-such-document", {}, 401, "unauthenticated"),
+    ],
+)
+async def test_reading_a_missing_document_is_an_error_body(
+    client: httpx.AsyncClient, path: str, headers: dict[str, str], status: int, code: str
+) -> None:
+    await create_history_kb(client)
+    response = await client.get(path, headers=headers)
+    assert response.status_code == status, response.text
+    error = response.json()["error"]
+    assert (error["code"], bool(error["message"])) == (code, True)
 
 
 async def test_a_changed_document_counts_once_as_replaced(client: httpx.AsyncClient) -> None:

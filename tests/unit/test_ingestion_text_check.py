@@ -8,7 +8,7 @@ import pytest
 
 from backend.application.knowledge.knowledge_service import KnowledgeService
 from backend.application.ports.ingestion import IndexReport, ProgressCallback, SourceDocument
-from backend.domain.graph import DocumentRecord
+from backend.domain.graph import ChunkRecord, DocumentRecord
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.text import UnstorableText
 from backend.infrastructure.knowledge.loaders import FileDocumentLoader
@@ -37,6 +37,9 @@ class RecordingIndexer:
 
     async def get_document(self, kb: KnowledgeBase, doc_id: str) -> DocumentRecord | None:
         return None
+
+    async def document_chunks(self, kb: KnowledgeBase, doc_id: str) -> list[ChunkRecord]:
+        return []
 
     async def list_documents(self, kb: KnowledgeBase) -> list[DocumentRecord]:
         return []

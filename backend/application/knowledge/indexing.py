@@ -305,6 +305,9 @@ class GraphIndexer:
     async def get_document(self, kb: KnowledgeBase, doc_id: str) -> DocumentRecord | None:
         return await self._store.get_document(kb.kb_prefix, doc_id)
 
+    async def document_chunks(self, kb: KnowledgeBase, doc_id: str) -> list[ChunkRecord]:
+        return await self._store.document_chunks(kb.kb_prefix, doc_id)
+
     async def list_documents(self, kb: KnowledgeBase) -> list[DocumentRecord]:
         return await self._store.list_documents(kb.kb_prefix)
 

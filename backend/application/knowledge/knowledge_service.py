@@ -14,7 +14,7 @@ from backend.application.ports.ingestion import (
 )
 from backend.application.ports.knowledge_bases import KnowledgeBaseCatalog
 from backend.domain.errors import InvalidRequest, NotFound, UnknownKnowledgeBase
-from backend.domain.graph import DocumentRecord
+from backend.domain.graph import DocumentRecord, StoredDocument
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.text import check_text, field_name, problem_in
 
@@ -71,11 +71,14 @@ class KnowledgeService:
     async def list_documents(self, kb_prefix: str) -> list[DocumentRecord]:
         return await self._indexer.list_documents(await self.knowledge_base(kb_prefix))
 
-    async def get_document(self, kb_prefix: str, doc_id: str) -> DocumentRecord:
-        document = await self._indexer.get_document(await self.knowledge_base(kb_prefix), doc_id)
-        if document is None:
+    async def read_document(self, kb_prefix: str, doc_id: str) -> StoredDocument:
+        """The document's record and its chunks in order (its text is theirs, joined)."""
+        kb = await self.knowledge_base(kb_prefix)
+        document = await self._indexer.get_document(kb, doc_id)
+        chunks = await self._indexer.document_chunks(kb, doc_id) if document is not None else []
+        if document is None or (document.chunk_count and not chunks):  # none, or deleted between the two reads
             raise NotFound(f"no document {doc_id[:80]!r} in knowledge base {kb_prefix!r}")
-        return document
+        return StoredDocument(document, tuple(chunks))
 
     async def delete_document(self, kb_prefix: str, doc_id: str) -> None:
         if not await self._indexer.delete_document(await self.knowledge_base(kb_prefix), doc_id):

@@ -27,7 +27,7 @@ from contextlib import AbstractAsyncContextManager
 from dataclasses import dataclass
 from typing import Protocol
 
-from backend.domain.graph import CommunityRecord, DocumentGraph, DocumentRecord, EntityGraph
+from backend.domain.graph import ChunkRecord, CommunityRecord, DocumentGraph, DocumentRecord, EntityGraph
 from backend.domain.knowledge_base import KbOverview, KnowledgeBase
 from backend.graphrag_agent.ports import GraphReader, TermProfiles, Vector
 
@@ -78,6 +78,10 @@ class GraphStore(GraphReader, TermProfiles, Protocol):
     # -- documents ------------------------------------------------------------------------------
 
     async def get_document(self, kb: str, doc_id: str) -> DocumentRecord | None: ...
+
+    async def document_chunks(self, kb: str, doc_id: str) -> list[ChunkRecord]:
+        """The document's chunks by ordinal, with the offsets they were cut at; [] for a document not held."""
+        ...
 
     async def list_documents(self, kb: str) -> list[DocumentRecord]:
         """Ordered by title, then doc_id."""

@@ -97,6 +97,10 @@ class KnowledgeIndexer(Protocol):
 
     async def get_document(self, kb: KnowledgeBase, doc_id: str) -> DocumentRecord | None: ...
 
+    async def document_chunks(self, kb: KnowledgeBase, doc_id: str) -> list[ChunkRecord]:
+        """The document's chunks by ordinal; [] for a document the KB does not hold."""
+        ...
+
     async def list_documents(self, kb: KnowledgeBase) -> list[DocumentRecord]: ...
 
 

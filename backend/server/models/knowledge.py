@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 from backend.application.ports.ingestion import SourceDocument
 from backend.application.ports.retrieval import RetrievalOutcome
 from backend.domain.agent_types import DEFAULT_AGENT_TYPE
-from backend.domain.graph import DocumentRecord
+from backend.domain.graph import DocumentRecord, StoredDocument
 from backend.domain.jobs import DocumentStatus, IngestionJob, JobDocument
 from backend.domain.knowledge_base import KnowledgeBase
 
@@ -119,6 +119,24 @@ class DocumentOut(BaseModel):
     @classmethod
     def of(cls, document: DocumentRecord) -> DocumentOut:
         return cls.model_validate(document, from_attributes=True)
+
+
+class ChunkOut(BaseModel):
+    chunk_id: str
+    ordinal: int = Field(description="the chunk's place in the document, from 0")
+    text: str
+    start: int = Field(description="where the chunk starts in the document's `text`")
+    end: int
+
+
+class DocumentWithText(DocumentOut):
+    text: str = Field(description="the document's text: its chunks joined, each overlap once")
+    chunks: list[ChunkOut] | None = Field(None, description="the chunks in order, with ?chunks=true")
+
+    @classmethod
+    def read(cls, document: StoredDocument, with_chunks: bool) -> DocumentWithText:
+        chunks = [ChunkOut.model_validate(c, from_attributes=True) for c in document.chunks] if with_chunks else None
+        return cls(**DocumentOut.of(document.record).model_dump(), text=document.text, chunks=chunks)
 
 
 class DocumentsResponse(BaseModel):

@@ -15,7 +15,14 @@ from typing import Any
 import numpy as np
 
 from backend.application.ports.graph_store import GraphCounts
-from backend.domain.graph import CommunityRecord, DocumentRecord, EntityGraph, EntityRecord, RelationRecord
+from backend.domain.graph import (
+    ChunkRecord,
+    CommunityRecord,
+    DocumentRecord,
+    EntityGraph,
+    EntityRecord,
+    RelationRecord,
+)
 from backend.domain.knowledge_base import KbOverview, KnowledgeBase
 from backend.graphrag_agent.ports import ChunkHit, CommunityHit, EntityHit, Vector
 from backend.graphrag_agent.text import fulltext_query_terms
@@ -32,6 +39,8 @@ _CHUNK = """SELECT c.chunk_id, c.doc_id, d.title, c.text, c.ordinal{score}
 FROM {source} JOIN documents AS d ON d.kb = c.kb AND d.doc_id = c.doc_id"""
 _ENTITY = "SELECT e.entity_id, e.name, e.type, e.description, e.mention_count{score} FROM {source}"
 _DOCUMENT = "SELECT doc_id, title, metadata, source, chunk_count, created_at FROM documents"
+_DOCUMENT_CHUNKS = """SELECT chunk_id, doc_id, ordinal, text, start_char, end_char FROM chunks
+WHERE kb = ? AND doc_id = ? ORDER BY ordinal"""
 
 # The best `limit` FTS hits are found first and only they are joined to their rows. The KB token column
 # has weight 0. Equal scores go by row id (insertion order): ordering thousands of tied hits by record id
@@ -166,6 +175,11 @@ def list_knowledge_bases(raw: sqlite3.Connection) -> list[KnowledgeBase]:
 def get_document(raw: sqlite3.Connection, kb: str, doc_id: str) -> DocumentRecord | None:
     row = raw.execute(f"{_DOCUMENT} WHERE kb = ? AND doc_id = ?", (kb, doc_id)).fetchone()
     return _document(row) if row is not None else None
+
+
+def document_chunks(raw: sqlite3.Connection, kb: str, doc_id: str) -> list[ChunkRecord]:
+    rows = raw.execute(_DOCUMENT_CHUNKS, (kb, doc_id)).fetchall()
+    return [ChunkRecord(row[0], row[1], int(row[2]), row[3], int(row[4]), int(row[5])) for row in rows]
 
 
 def list_documents(raw: sqlite3.Connection, kb: str, source: str | None = None) -> list[DocumentRecord]:

@@ -22,6 +22,7 @@ from typing import TypeVar
 from backend.application.ports.graph_store import BulkLoad, DocumentWrite, GraphCounts
 from backend.domain.errors import KnowledgeStoreUnavailable
 from backend.domain.graph import (
+    ChunkRecord,
     CommunityRecord,
     DocumentRecord,
     EntityGraph,
@@ -106,6 +107,9 @@ class EmbeddedGraphStore(GraphStoreBase):
 
     async def get_document(self, kb: str, doc_id: str) -> DocumentRecord | None:
         return await self._read("get_document", lambda raw: reads.get_document(raw, kb, doc_id))
+
+    async def document_chunks(self, kb: str, doc_id: str) -> list[ChunkRecord]:
+        return await self._read("document_chunks", lambda raw: reads.document_chunks(raw, kb, doc_id))
 
     async def list_documents(self, kb: str) -> list[DocumentRecord]:
         return await self._read("list_documents", lambda raw: reads.list_documents(raw, kb))

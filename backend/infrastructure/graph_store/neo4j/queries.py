@@ -82,6 +82,12 @@ ORDER BY kb_prefix"""
 
 GET_DOCUMENT: Final = "MATCH (d:Document {uid: $uid})\n" + _DOCUMENT_FIELDS
 
+DOCUMENT_CHUNKS: Final = """
+MATCH (:Document {uid: $uid})<-[:PART_OF]-(c:Chunk)
+RETURN c.id AS id, c.doc_id AS doc_id, c.ordinal AS ordinal, c.text AS text, c.start AS start_char,
+    c.`end` AS end_char
+ORDER BY ordinal"""
+
 LIST_DOCUMENTS: Final = (
     "MATCH (d:Document {kbt: $kbt}) WHERE d.kb = $kb AND ($source IS NULL OR (d.skey = $skey AND d.source = $source))\n"
     + _DOCUMENT_FIELDS

@@ -41,6 +41,7 @@ from tenacity import AsyncRetrying, retry_if_exception, stop_after_delay, wait_e
 from backend.application.ports.graph_store import BulkLoad, DocumentWrite, GraphCounts
 from backend.domain.errors import InvalidRequest, KnowledgeStoreUnavailable, StoreUnavailable
 from backend.domain.graph import (
+    ChunkRecord,
     CommunityRecord,
     DocumentRecord,
     EntityGraph,
@@ -178,6 +179,17 @@ Row = Mapping[str, Any]
 def _chunk(record: Row) -> ChunkHit:
     return ChunkHit(
         record["id"], record["doc_id"], record["title"], record["text"], int(record["ordinal"]), float(record["score"])
+    )
+
+
+def _chunk_record(record: Record) -> ChunkRecord:
+    return ChunkRecord(
+        record["id"],
+        record["doc_id"],
+        int(record["ordinal"]),
+        record["text"],
+        int(record["start_char"]),
+        int(record["end_char"]),
     )
 
 
@@ -430,6 +442,10 @@ class Neo4jGraphStore(GraphStoreBase):
     async def get_document(self, kb: str, doc_id: str) -> DocumentRecord | None:
         records = await self._read("get_document", q.GET_DOCUMENT, uid=node_uid(kb, doc_id))
         return _document(records[0]) if records else None
+
+    async def document_chunks(self, kb: str, doc_id: str) -> list[ChunkRecord]:
+        records = await self._read("document_chunks", q.DOCUMENT_CHUNKS, uid=node_uid(kb, doc_id))
+        return [_chunk_record(r) for r in records]
 
     async def list_documents(self, kb: str) -> list[DocumentRecord]:
         records = await self._read("list_documents", q.LIST_DOCUMENTS, **kb_scope(kb), source=None, skey=None)

@@ -18,6 +18,7 @@ from backend.server.models.knowledge import (
     CreateKnowledgeBase,
     DocumentOut,
     DocumentsResponse,
+    DocumentWithText,
     IngestRequest,
     IngestResponse,
     KnowledgeBaseOut,
@@ -137,10 +138,16 @@ async def list_documents(kb_prefix: str, services: ServicesDep, principal: Princ
     return DocumentsResponse(kb_prefix=kb_prefix, documents=[DocumentOut.of(d) for d in documents])
 
 
-@router.get("/{kb_prefix}/documents/{doc_id}", response_model=DocumentOut)
-async def get_document(kb_prefix: str, doc_id: str, services: ServicesDep, principal: PrincipalDep) -> DocumentOut:
-    del principal
-    return DocumentOut.of(await services.knowledge.get_document(kb_prefix, doc_id))
+@router.get("/{kb_prefix}/documents/{doc_id}", response_model=DocumentWithText)
+async def get_document(
+    kb_prefix: str,
+    doc_id: str,
+    services: ServicesDep,
+    principal: PrincipalDep,
+    chunks: Annotated[bool, Query(description="also list the document's chunks, in order")] = False,
+) -> DocumentWithText:
+    del principal  # any authenticated caller may read, as they may list
+    return DocumentWithText.read(await services.knowledge.read_document(kb_prefix, doc_id), chunks)
 
 
 @router.delete("/{kb_prefix}/documents/{doc_id}", status_code=status.HTTP_204_NO_CONTENT)
