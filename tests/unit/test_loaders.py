@@ -9,6 +9,7 @@ import io
 import json
 import logging
 import re
+import zipfile
 from pathlib import Path
 
 import docx
@@ -159,6 +160,29 @@ def test_docx_title_prefers_core_properties_then_the_first_heading_1_then_the_fi
     plain = docx.Document()
     plain.add_paragraph("Just text.")
     assert LOADER.load_bytes("memo.docx", docx_bytes(plain))[0].title == "memo"
+
+
+def without_core_properties(data: bytes) -> bytes:
+    """The DOCX as some writers make it: no docProps/core.xml, and no relationship to it."""
+    output = io.BytesIO()
+    with zipfile.ZipFile(io.BytesIO(data)) as source, zipfile.ZipFile(output, "w") as target:
+        for item in source.infolist():
+            if item.filename != "docProps/core.xml":
+                content = source.read(item)
+                if item.filename == "_rels/.rels":
+                    content = re.sub(rb"<Relationship [^>]*core-properties[^>]*/>", b"", content)
+                target.writestr(item, content)
+    return output.getvalue()
+
+
+def test_a_docx_without_core_properties_is_titled_as_if_it_had_no_title() -> None:
+    data = without_core_properties(report_docx(title="Dropped with the part"))
+    assert b"core-properties" not in zipfile.ZipFile(io.BytesIO(data)).read("_rels/.rels")
+    # python-docx makes up a core-properties part titled "Word Document" for such a file.
+    assert LOADER.load_bytes("q3.docx", data)[0].title == "Quarterly Report"
+    plain = docx.Document()
+    plain.add_paragraph("Just text.")
+    assert LOADER.load_bytes("memo.docx", without_core_properties(docx_bytes(plain)))[0].title == "memo"
 
 
 def test_an_empty_docx_yields_no_document(caplog: pytest.LogCaptureFixture) -> None:

@@ -18,6 +18,8 @@ from typing import Any, Final
 import docx
 import pypdf
 from docx.document import Document as DocxDocument
+from docx.opc.constants import RELATIONSHIP_TYPE as RT
+from docx.opc.parts.coreprops import CorePropertiesPart
 from docx.table import Table
 from docx.text.paragraph import Paragraph
 
@@ -179,7 +181,7 @@ def _load_docx(name: str, data: bytes) -> list[SourceDocument]:
     try:
         document = docx.Document(io.BytesIO(data))
         blocks = [block for block in _docx_blocks(document) if block]
-        title = (document.core_properties.title or "").strip() or _docx_heading1(document)
+        title = _docx_core_title(document) or _docx_heading1(document)
     except Exception as exc:  # untrusted bytes: whatever the parser trips on, the file is at fault
         raise InvalidRequest(f"{name}: not a readable DOCX file ({_short(exc)})") from exc
     if not blocks:
@@ -219,6 +221,16 @@ def _table_text(table: Table) -> str:
         if cells:
             lines.append(" | ".join(cells))
     return "\n".join(lines)
+
+
+def _docx_core_title(document: DocxDocument) -> str:
+    """The Title of the file's core properties; "" for a file without them, which python-docx would title
+    "Word Document" (it makes up a core-properties part for such a file)."""
+    try:
+        part = document.part.package.part_related_by(RT.CORE_PROPERTIES)
+    except KeyError:
+        return ""
+    return (part.core_properties.title or "").strip() if isinstance(part, CorePropertiesPart) else ""
 
 
 def _docx_heading1(document: DocxDocument) -> str:
