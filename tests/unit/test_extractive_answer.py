@@ -243,3 +243,24 @@ def test_stream_pieces_rejoin_exactly() -> None:
     pieces = stream_pieces(text)
     assert "".join(pieces) == text
     assert len(pieces) > 4
+
+
+def test_a_chat_message_names_its_speaker_for_who() -> None:
+    text = (
+        "Time: 20260520_18:00\nTirionFordring: I am looking forward to seeing how the garden evolves, too!\n"
+        "Thrall: Absolutely! Excited to see how the garden evolves!\nGiselle: I'm excited for Saturday, everyone!"
+    )
+    answer = body(compose_extractive_answer("Who is excited to see how the garden evolves?", [chunk(text)]))
+    assert answer.startswith("Thrall: Excited to see how the garden evolves!")
+
+
+def test_every_sentence_of_a_chat_message_is_its_speakers() -> None:
+    text = (
+        "LiHua: Who is the best ever at the back for Barcelona?\n"
+        "JakeWatson: Great question! Honestly, I'd say Puyol was the greatest defender.\n"
+        "Ileana: Piqué was the best defender of the club."
+    )
+    answer = body(
+        compose_extractive_answer("Who does JakeWatson consider the best defender of the club?", [chunk(text)])
+    )
+    assert answer.startswith("JakeWatson: Honestly, I'd say Puyol was the greatest defender.")

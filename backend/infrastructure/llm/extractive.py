@@ -6,8 +6,9 @@ relationship and community results are the graph's own summaries, not the docume
 
 A sentence scores by the question terms it holds (rarer terms weigh more; terms of its heading and of the
 sentences before it in the same paragraph or list item count for less, so "Strength 7.2% ABV." under "Old
-Tobias" is about Old Tobias) and by whether it holds an answer of the kind the question asks for (a person, a
-date, a place, a number: `extractive_questions`), and for less when it asks a question itself. The best sentence
+Tobias" is about Old Tobias; a chat message's speaker counts as a term of each of its sentences) and by whether
+it holds an answer of the kind the question asks for (a person, a date, a place, a number: `extractive_questions`;
+a chat message's speaker is a person), and for less when it asks a question itself. The best sentence
 is quoted (for a compound question, the best for each of its questions); further ones while they score close to
 it, fit a short answer and do not repeat the content words of one quoted already. A quoted sentence that opens
 with a pronoun brings the sentence before it, a quoted question (a chat message asking) its reply, and an answer
@@ -70,8 +71,8 @@ class _Passages:
         ]
         self.chunks = chunks
         self.index = {sentence: n for n, sentence in enumerate(self.sentences)}
-        self.texts = [s.text.lower() for s in self.sentences]
-        self.stems = [stems(s.text) for s in self.sentences]
+        self.texts = [_labelled(s, None).lower() for s in self.sentences]  # a message's speaker is in each sentence
+        self.stems = [stems(text) for text in self.texts]
         contexts = [self._context(i) for i in range(len(self.sentences))]
         self.context_texts = [text for text, _ in contexts]
         self.context_stems = [found for _, found in contexts]
@@ -142,7 +143,7 @@ def _score(
         found = sum(w * max(own, CONTEXT_WEIGHT * context) for w, (own, context) in zip(weights, row, strict=True))
         if not found:
             continue
-        kinds = frozenset(k for k in kinds_asked if holds(sentence.text, k, question, passages.lower_words))
+        kinds = frozenset(k for k in kinds_asked if _holds(sentence, k, question, passages))
         share = len(kinds) / len(kinds_asked) if kinds_asked else 0.0
         boost = (1.0 + KIND_WEIGHT * share) * (1.0 + FOCUS_WEIGHT * _about_focus(question, passages, index))
         asking = QUESTION_PENALTY if _is_question(sentence.text) else 1.0  # a question asks; its reply answers
@@ -150,6 +151,11 @@ def _score(
         scored.append(_Scored(sentence, score, passages.stems[index], bool(kinds)))
     scored.sort(key=lambda s: (-s.score, s.sentence.source, s.sentence.position))
     return scored
+
+
+def _holds(sentence: Sentence, kind: AnswerKind, question: Asked, passages: _Passages) -> bool:
+    """Does the sentence, or its label (a chat message's speaker), hold an answer of `kind`?"""
+    return any(holds(text, kind, question, passages.lower_words) for text in (sentence.text, sentence.label) if text)
 
 
 def _best_per_part(question: Asked, passages: _Passages) -> list[_Scored]:
