@@ -264,3 +264,9 @@ def test_every_sentence_of_a_chat_message_is_its_speakers() -> None:
         compose_extractive_answer("Who does JakeWatson consider the best defender of the club?", [chunk(text)])
     )
     assert answer.startswith("JakeWatson: Honestly, I'd say Puyol was the greatest defender.")
+
+
+def test_a_when_answer_with_a_relative_date_brings_its_calendar_date() -> None:
+    text = "Time: 20260301_10:00\nLiHua: Hey Adam, I have transferred this month's rent.\nAdamSmith: Thanks, got it!"
+    answer = body(compose_extractive_answer("When did Li Hua tell Adam that the rent was transferred?", [chunk(text)]))
+    assert answer.startswith("Time: 20260301_10:00 LiHua: Hey Adam, I have transferred this month's rent.")

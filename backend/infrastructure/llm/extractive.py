@@ -4,17 +4,17 @@ It quotes the sentence or sentences of the retrieved chunks that answer the ques
 number of its source, and says plainly that the answer is extractive. Only chunk text is quoted: entity,
 relationship and community results are the graph's own summaries, not the documents' words.
 
-A sentence scores by the question terms it holds (rarer terms weigh more; terms of its heading and of the
-sentences before it in the same paragraph or list item count for less, so "Strength 7.2% ABV." under "Old
-Tobias" is about Old Tobias; a chat message's speaker counts as a term of each of its sentences) and by whether
-it holds an answer of the kind the question asks for (a person, a date, a place, a number: `extractive_questions`;
-a chat message's speaker is a person), and for less when it asks a question itself. The best sentence
-is quoted (for a compound question, the best for each of its questions); further ones while they score close to
-it, fit a short answer and do not repeat the content words of one quoted already. A quoted sentence that opens
-with a pronoun brings the sentence before it, a quoted question (a chat message asking) its reply, and an answer
-to "when" without a date the nearest date above it in its chunk. Sentences are quoted in the order they were
-chosen in, each run from one source followed by its citation marker. When nothing in the evidence shares a term
-with the question, the first sentence of the top chunk stands in.
+A sentence scores by the question terms it holds (rarer terms weigh more; terms of its heading and of the sentences
+before it in the same paragraph or list item count for less, so "Strength 7.2% ABV." under "Old Tobias" is about Old
+Tobias; a chat message's speaker counts as a term of each of its sentences) and by whether it holds an answer of the
+kind the question asks for (a person, a date, a place, a number: `extractive_questions`; a chat message's speaker is
+a person), and for less when it asks a question itself. The best sentence is quoted (for a compound question, the
+best for each of its questions); further ones while they score close to it, fit a short answer and do not repeat the
+content words of one quoted already. A quoted sentence that opens with a pronoun brings the sentence before it, a
+quoted question (a chat message asking) its reply, and an answer to "when" without a calendar date (only "tomorrow",
+"last week") the nearest one above it in its chunk. Sentences are quoted in the order they were chosen in, each run
+from one source followed by its citation marker. When nothing in the evidence shares a term with the question, the
+first sentence of the top chunk stands in.
 """
 
 from __future__ import annotations
@@ -27,7 +27,14 @@ from dataclasses import dataclass
 from backend.domain.retrieval import Granularity, RetrievalResult
 from backend.graphrag_agent.text import cjk_presence, is_cjk
 from backend.infrastructure.llm.extractive_passages import Sentence, chunk_sentences
-from backend.infrastructure.llm.extractive_questions import AnswerKind, Asked, asked, holds, stems
+from backend.infrastructure.llm.extractive_questions import (
+    AnswerKind,
+    Asked,
+    asked,
+    holds,
+    holds_calendar_date,
+    stems,
+)
 
 EXTRACTIVE_NOTICE = "Extractive answer (no language model is configured; these are the most relevant passages):"
 NO_EVIDENCE_ANSWER = (
@@ -106,7 +113,7 @@ class _Passages:
             earlier = self.sentences[index]
             if earlier.source != sentence.source:
                 return None
-            if holds(earlier.text, AnswerKind.DATE, question):
+            if holds_calendar_date(earlier.text, question):
                 return earlier
         return None
 
@@ -204,7 +211,7 @@ def _framed(question: Asked, chosen: list[_Scored], passages: _Passages) -> list
         reply = passages.neighbour(item.sentence, 1)
         if reply is not None and _is_question(item.sentence.text):
             sentences.append(reply)
-    if AnswerKind.DATE in question.kinds and not any(holds(s.text, AnswerKind.DATE, question) for s in sentences):
+    if AnswerKind.DATE in question.kinds and not any(holds_calendar_date(s.text, question) for s in sentences):
         dated = passages.dated_before(chosen[0].sentence, question)
         sentences = [dated, *sentences] if dated is not None else sentences
     return list(dict.fromkeys(sentences))

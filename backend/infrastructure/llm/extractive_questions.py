@@ -85,6 +85,12 @@ _DATE = re.compile(
     r"公元|春季|夏季|秋季|冬季",
     re.IGNORECASE,
 )
+# A date on the calendar (a year, a month, a day of a month), not one relative to when it was said ("tomorrow").
+_CALENDAR_DATE = re.compile(
+    rf"\b(?:1[0-9]\d\d|20\d\d)s?\b|(?<!\d)(?:19|20)\d{{6}}(?!\d)|\b(?:{_MONTHS})\b|\d+\s*(?:年|月|日|号)|"
+    r"[一二三四五六七八九十〇零]+(?:年|月|日)|世纪|年代|公元",
+    re.IGNORECASE,
+)
 _YEAR = re.compile(r"(?:1[0-9]|20)\d\ds?")
 _NUMBER = re.compile(
     r"\d|[£$€¥%％]|\b(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|fifteen|twenty|thirty|forty|"
@@ -238,6 +244,13 @@ def holds(sentence: str, kind: AnswerKind, question: Asked, lower_words: frozens
         return _new(places, question)
     people = [name for name in _names(sentence, lower_words) if not _PLACE_WORDS.search(name.split()[-1])]
     return _new(people, question)
+
+
+def holds_calendar_date(sentence: str, question: Asked) -> bool:
+    """Does `sentence` hold a date on the calendar that the question does not state ("Time: 20260131_14:00",
+    "in May 2019", 1994年), rather than only one relative to when it was said ("tomorrow", "last week")?"""
+    found = _CALENDAR_DATE.findall(sentence)
+    return _new_cjk(found, question) if any(is_cjk(char) for char in sentence) else _new(found, question)
 
 
 def _names(sentence: str, lower_words: frozenset[str]) -> list[str]:
