@@ -270,3 +270,9 @@ def test_a_when_answer_with_a_relative_date_brings_its_calendar_date() -> None:
     text = "Time: 20260301_10:00\nLiHua: Hey Adam, I have transferred this month's rent.\nAdamSmith: Thanks, got it!"
     answer = body(compose_extractive_answer("When did Li Hua tell Adam that the rent was transferred?", [chunk(text)]))
     assert answer.startswith("Time: 20260301_10:00 LiHua: Hey Adam, I have transferred this month's rent.")
+
+
+def test_a_speaker_written_as_one_word_is_found_by_their_name() -> None:
+    text = "LiHua: Hi all! I will bring chips for the movie.\nJakeWatson: Li Hua, soda for the movie would be great."
+    answer = body(compose_extractive_answer("What snack will Li Hua bring for the movie?", [chunk(text)]))
+    assert answer.startswith("LiHua: I will bring chips for the movie.")

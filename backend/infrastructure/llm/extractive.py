@@ -78,8 +78,9 @@ class _Passages:
         ]
         self.chunks = chunks
         self.index = {sentence: n for n, sentence in enumerate(self.sentences)}
-        self.texts = [_labelled(s, None).lower() for s in self.sentences]  # a message's speaker is in each sentence
-        self.stems = [stems(text) for text in self.texts]
+        labelled = [_labelled(s, None) for s in self.sentences]  # a message's speaker is in each of its sentences
+        self.texts = [text.lower() for text in labelled]
+        self.stems = [stems(text) for text in labelled]  # as written, so "LiHua" is also "li" and "hua"
         contexts = [self._context(i) for i in range(len(self.sentences))]
         self.context_texts = [text for text, _ in contexts]
         self.context_stems = [found for _, found in contexts]
