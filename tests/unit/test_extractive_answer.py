@@ -276,3 +276,9 @@ def test_a_speaker_written_as_one_word_is_found_by_their_name() -> None:
     text = "LiHua: Hi all! I will bring chips for the movie.\nJakeWatson: Li Hua, soda for the movie would be great."
     answer = body(compose_extractive_answer("What snack will Li Hua bring for the movie?", [chunk(text)]))
     assert answer.startswith("LiHua: I will bring chips for the movie.")
+
+
+def test_a_sentence_that_says_a_quoted_one_again_at_greater_length_is_left_out() -> None:
+    text = "The mill opened in 1998. The mill opened in 1998 after volunteers from the village rebuilt the old barn."
+    answer = body(compose_extractive_answer("When did the mill open?", [chunk(text)]))
+    assert answer.count("opened in 1998") == 1

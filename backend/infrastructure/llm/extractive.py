@@ -9,12 +9,12 @@ before it in the same paragraph or list item count for less, so "Strength 7.2% A
 Tobias; a chat message's speaker counts as a term of each of its sentences) and by whether it holds an answer of the
 kind the question asks for (a person, a date, a place, a number: `extractive_questions`; a chat message's speaker is
 a person), and for less when it asks a question itself. The best sentence is quoted (for a compound question, the
-best for each of its questions); further ones while they score close to it, fit a short answer and do not repeat the
-content words of one quoted already. A quoted sentence that opens with a pronoun brings the sentence before it, a
-quoted question (a chat message asking) its reply, and an answer to "when" without a calendar date (only "tomorrow",
-"last week") the nearest one above it in its chunk. Sentences are quoted in the order they were chosen in, each run
-from one source followed by its citation marker. When nothing in the evidence shares a term with the question, the
-first sentence of the top chunk stands in.
+best for each of its questions); further ones while they score close to it, fit a short answer and do not repeat one
+quoted already (share most of the shorter one's content words). A quoted sentence that opens with a pronoun brings
+the sentence before it, a quoted question (a chat message asking) its reply, and an answer to "when" without a
+calendar date (only "tomorrow", "last week") the nearest one above it in its chunk. Sentences are quoted in the
+order they were chosen in, each run from one source followed by its citation marker. When nothing in the evidence
+shares a term with the question, the first sentence of the top chunk stands in.
 """
 
 from __future__ import annotations
@@ -54,7 +54,7 @@ FOCUS_WEIGHT = 0.5  # how much naming the question's focus (a name, a title) add
 CLOSE_ENOUGH = 0.3  # a further sentence's score against the best one's
 QUESTION_PENALTY = 0.5  # a sentence that asks a question, against one that states
 RANK_DECAY = 0.03  # per place of its source in the evidence
-REPEATED = 0.6  # share of a sentence's terms already quoted above which it repeats a fact
+REPEATED = 0.7  # share of the shorter one's terms that two sentences share when one repeats the other
 _ASKS = re.compile(r"[?？][^\w?？]*$")
 _PRONOUN_START = re.compile(r"^(?:he|she|it|they|this|these|that|those|his|her|its|their|him|them)\b|^[他她它其该此]")
 
@@ -182,19 +182,22 @@ def _choose(question: Asked, scored: list[_Scored], first: list[_Scored]) -> lis
     that score close to the best, fit, repeat no fact and, when the question asks for a kind of answer, hold one."""
     chosen = first or scored[:1]
     limit = MAX_LIST_SENTENCES if question.listing else MAX_SENTENCES
-    words = set().union(*(c.words for c in chosen))
     for candidate in scored[1:]:
         if any(candidate.sentence == kept.sentence for kept in chosen):
             continue
         if len(chosen) >= limit or candidate.score < CLOSE_ENOUGH * chosen[0].score:
             break
-        repeated = len(candidate.words & words) >= REPEATED * max(1, len(candidate.words))
+        repeated = any(_repeats(candidate.words, kept.words) for kept in chosen)
         longer = sum(len(c.sentence.text) for c in chosen) + len(candidate.sentence.text) > MAX_CHARS
         if repeated or longer or (question.kinds and not candidate.typed):
             continue
         chosen.append(candidate)
-        words |= candidate.words
     return chosen
+
+
+def _repeats(words: frozenset[str], other: frozenset[str]) -> bool:
+    """Does one of two sentences say again most of what the other says (most of the shorter one's terms)?"""
+    return len(words & other) >= REPEATED * max(1, min(len(words), len(other)))
 
 
 def _framed(question: Asked, chosen: list[_Scored], passages: _Passages) -> list[Sentence]:
