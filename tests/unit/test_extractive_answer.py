@@ -282,3 +282,10 @@ def test_a_sentence_that_says_a_quoted_one_again_at_greater_length_is_left_out()
     text = "The mill opened in 1998. The mill opened in 1998 after volunteers from the village rebuilt the old barn."
     answer = body(compose_extractive_answer("When did the mill open?", [chunk(text)]))
     assert answer.count("opened in 1998") == 1
+
+
+def test_a_bracketed_aside_before_a_colon_is_no_label() -> None:
+    text = "科罗拉多河蟾蜍（学名：Incilius alvarius）是一种有毒的蟾蜍。毒腺位于眼下，能分泌毒液。"
+    answer = body(compose_extractive_answer("科罗拉多河蟾蜍的毒腺位于什么地方？", [chunk(text)]))
+    assert answer.startswith("毒腺位于眼下")
+    assert "学名:" not in answer
