@@ -289,3 +289,12 @@ def test_a_bracketed_aside_before_a_colon_is_no_label() -> None:
     answer = body(compose_extractive_answer("科罗拉多河蟾蜍的毒腺位于什么地方？", [chunk(text)]))
     assert answer.startswith("毒腺位于眼下")
     assert "学名:" not in answer
+
+
+def test_a_question_that_offers_an_answer_of_the_kind_asked_is_a_proposal() -> None:
+    text = (
+        "WolfgangSchulz: Dinner on Friday sounds good to me.\nLiHua: Great! How about 7 pm for dinner?\n"
+        "WolfgangSchulz: Sure, see you then!"
+    )
+    answer = body(compose_extractive_answer("What time does LiHua propose for dinner?", [chunk(text)]))
+    assert answer.startswith("LiHua: How about 7 pm for dinner?")

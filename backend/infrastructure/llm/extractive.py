@@ -8,13 +8,14 @@ A sentence scores by the question terms it holds (rarer terms weigh more; terms 
 before it in the same paragraph or list item count for less, so "Strength 7.2% ABV." under "Old Tobias" is about Old
 Tobias; a chat message's speaker counts as a term of each of its sentences) and by whether it holds an answer of the
 kind the question asks for (a person, a date, a place, a number: `extractive_questions`; a chat message's speaker is
-a person), and for less when it asks a question itself. The best sentence is quoted (for a compound question, the
-best for each of its questions); further ones while they score close to it, fit a short answer and do not repeat one
-quoted already (share most of the shorter one's content words). A quoted sentence that opens with a pronoun brings
-the sentence before it, a quoted question (a chat message asking) its reply, and an answer to "when" without a
-calendar date (only "tomorrow", "last week") the nearest one above it in its chunk. Sentences are quoted in the
-order they were chosen in, each run from one source followed by its citation marker. When nothing in the evidence
-shares a term with the question, the first sentence of the top chunk stands in.
+a person), and for less when it asks a question itself (unless the question offers an answer of the kind asked: "How
+about 7 pm?"). The best sentence is quoted (for a compound question, the best for each of its questions); further
+ones while they score close to it, fit a short answer and do not repeat one quoted already (share most of the
+shorter one's content words). A quoted sentence that opens with a pronoun brings the sentence before it, a quoted
+question (a chat message asking) its reply, and an answer to "when" without a calendar date (only "tomorrow", "last
+week") the nearest one above it in its chunk. Sentences are quoted in the order they were chosen in, each run from
+one source followed by its citation marker. When nothing in the evidence shares a term with the question, the first
+sentence of the top chunk stands in.
 """
 
 from __future__ import annotations
@@ -154,7 +155,8 @@ def _score(
         kinds = frozenset(k for k in kinds_asked if _holds(sentence, k, question, passages))
         share = len(kinds) / len(kinds_asked) if kinds_asked else 0.0
         boost = (1.0 + KIND_WEIGHT * share) * (1.0 + FOCUS_WEIGHT * _about_focus(question, passages, index))
-        asking = QUESTION_PENALTY if _is_question(sentence.text) else 1.0  # a question asks; its reply answers
+        # A question asks and its reply answers, unless it offers an answer itself ("How about 7 pm?").
+        asking = QUESTION_PENALTY if _is_question(sentence.text) and not kinds else 1.0
         score = found / total * boost * asking * (1.0 - RANK_DECAY * (sentence.source - 1))
         scored.append(_Scored(sentence, score, passages.stems[index], bool(kinds)))
     scored.sort(key=lambda s: (-s.score, s.sentence.source, s.sentence.position))
