@@ -362,7 +362,7 @@ async def open_ingestion(settings: Settings) -> AsyncIterator[Ingestion]:
         knowledge = await _open_knowledge(settings, model, stack, serving=False)
         store = await _open_job_store(settings, stack)
         ingestion = settings.ingestion
-        runner = JobRunner(knowledge.service, store)
+        runner = JobRunner(knowledge.service, store, ingestion.job_stale_after_s)
         yield Ingestion(
             knowledge.service,
             IngestionJobs(knowledge.service, store, _RunHere(), ingestion.job_batch_documents),

@@ -73,7 +73,7 @@ class Setup:
         self.store = store
         self.indexer = ScriptedIndexer()
         self.knowledge = KnowledgeService(static_catalog([KnowledgeBase("notes")]), FileDocumentLoader(), self.indexer)
-        self.runner = JobRunner(self.knowledge, store)
+        self.runner = JobRunner(self.knowledge, store, stale_after_s=30)
         self.jobs = IngestionJobs(self.knowledge, store, self, BATCH, poll_s=0.01)
         self.dispatched: list[BatchRef] = []
 
@@ -183,7 +183,7 @@ async def test_bad_input_stores_no_job(setup: Setup, kb: str, documents: list[So
 
 async def test_cancelling_stops_the_job_before_its_next_batch(setup: Setup) -> None:
     job = await setup.jobs.submit("notes", "alice", docs("a", "b", "c", "d", "e", "f", "g"))
-    await setup.runner.run(BatchRef(job.job_id, 0))
+    await setup.runner.run(BatchRef(job.job_id, 0), "w1")
     cancelled = await setup.jobs.cancel(job.job_id)
     assert (cancelled.status, cancelled.error) == (JobStatus.CANCELLED, "cancelled by request")
     await setup.worker().run(until_idle=True)
@@ -200,13 +200,14 @@ async def test_cancelling_stops_the_job_before_its_next_batch(setup: Setup) -> N
 async def test_a_batch_run_again_records_each_document_once(setup: Setup) -> None:
     job = await setup.jobs.submit("notes", "alice", docs("a", "b"))
     ref = BatchRef(job.job_id, 0)
-    started = await setup.store.start_batch(ref)
+    started = await setup.store.start_batch(ref, "w1", stale_after_s=30)
     assert started is not None and [q.position for q in started.documents] == [0, 1]
+    assert await setup.store.start_batch(ref, "w2", stale_after_s=30) is None  # held by a live worker
     # A worker indexed the batch and recorded it, then died before finishing it: the next run finds nothing to do
     # but finishing, and the counts are not added twice.
-    await setup.runner.run(ref)
+    await setup.runner.run(ref, "w1")
     await setup.store.release(ref)
-    await setup.runner.run(ref)
+    await setup.runner.run(ref, "w2")
     done = await setup.jobs.get(job.job_id)
     assert (done.status, done.processed, done.counts.documents_added) == (JobStatus.DONE, 2, 2)
     assert setup.indexer.indexed == ["a", "b"]
@@ -225,7 +226,7 @@ async def test_a_batch_whose_worker_stopped_beating_is_taken_by_another(setup: S
 async def test_documents_are_kept_until_indexed(setup: Setup, tmp_path: Path) -> None:
     job = await setup.jobs.submit("notes", "alice", docs("a", "bad"))
     await setup.worker().run(until_idle=True)
-    started = await setup.store.start_batch(BatchRef(job.job_id, 0))
+    started = await setup.store.start_batch(BatchRef(job.job_id, 0), "w1", stale_after_s=0)
     assert started is None  # the job is over
     with sqlite3.connect(tmp_path / "jobs.db") as db:
         texts = dict(db.execute("SELECT title, text FROM ingestion_documents WHERE job_id = ?", (job.job_id,)))

@@ -18,7 +18,7 @@ from collections.abc import Sequence
 
 from backend.application.knowledge.knowledge_service import KnowledgeService
 from backend.application.ports.ingestion import IndexReport, SourceDocument
-from backend.application.ports.jobs import JobDispatcher, JobStore, QueuedDocument
+from backend.application.ports.jobs import JobDispatcher, JobStore, QueuedDocument, StartedBatch
 from backend.domain.errors import (
     GraphRagError,
     InvalidRequest,
@@ -93,17 +93,37 @@ class IngestionJobs:
 
 
 class JobRunner:
-    """Runs the batches a worker takes."""
+    """Runs the batches a worker takes. While it runs one, it sends the worker's heartbeat every third of
+    `stale_after_s`: a batch whose worker stops sending it is run again by the next worker that gets it."""
 
-    def __init__(self, knowledge: KnowledgeService, store: JobStore) -> None:
+    def __init__(self, knowledge: KnowledgeService, store: JobStore, stale_after_s: float) -> None:
         self._knowledge = knowledge
         self._store = store
+        self._stale_after_s = stale_after_s
 
-    async def run(self, ref: BatchRef) -> IngestionJob | None:
-        """Index the batch's pending documents; None when there was nothing to do (the job is finished)."""
-        started = await self._store.start_batch(ref)
+    async def run(self, ref: BatchRef, worker: str) -> IngestionJob | None:
+        """Index the batch's pending documents; None when there was nothing to do for `worker`."""
+        started = await self._store.start_batch(ref, worker, self._stale_after_s)
         if started is None:
             return None
+        beating = asyncio.create_task(self._beat(worker))
+        try:
+            return await self._run(ref, started)
+        except BaseException:
+            await asyncio.shield(self._store.release(ref))  # stopped or failed: the next worker takes it at once
+            raise
+        finally:
+            beating.cancel()
+
+    async def _beat(self, worker: str) -> None:
+        while True:
+            await asyncio.sleep(self._stale_after_s / 3)
+            try:
+                await self._store.heartbeat(worker)
+            except Exception:
+                logger.warning("worker %s could not send its heartbeat", worker, exc_info=True)
+
+    async def _run(self, ref: BatchRef, started: StartedBatch) -> IngestionJob | None:
         kb_prefix = started.job.kb_prefix
         if started.documents:
             try:

@@ -46,9 +46,19 @@ class JobStore(Protocol):
         finished one stays as it is. None when there is no such job."""
         ...
 
-    async def start_batch(self, ref: BatchRef) -> StartedBatch | None:
-        """The batch's pending documents, the job `running` from now; None when the job is finished (cancelled
-        or failed) or the batch is: nothing to do. Starting a batch again (a worker died in it) is harmless."""
+    async def start_batch(self, ref: BatchRef, worker: str, stale_after_s: float) -> StartedBatch | None:
+        """The batch, held by `worker` from now, with its pending documents; the job `running`. None when there is
+        nothing for `worker` to do: the job or the batch is over, or another worker holds the batch and sent a
+        heartbeat within `stale_after_s`. A batch delivered twice is so run once at a time, and a batch whose
+        worker died is run again, skipping what was recorded."""
+        ...
+
+    async def heartbeat(self, worker: str) -> None:
+        """The batches `worker` holds are still being worked on."""
+        ...
+
+    async def release(self, ref: BatchRef) -> None:
+        """Hand a held batch back (its worker stops): the next worker takes it at once."""
         ...
 
     async def record(self, ref: BatchRef, results: Sequence[DocumentResult], counts: JobCounts) -> None:

@@ -171,25 +171,25 @@ class SqliteJobStore:
             )
             return await _find_job(db, job_id)
 
-    async def start_batch(self, ref: BatchRef) -> StartedBatch | None:
+    async def start_batch(self, ref: BatchRef, worker: str, stale_after_s: float) -> StartedBatch | None:
         async with self._database.transaction() as db:
             job = await _find_job(db, ref.job_id)
-            batch = list(
-                await db.execute_fetchall(
-                    "SELECT status FROM ingestion_batches WHERE job_id = ? AND batch = ?", (ref.job_id, ref.batch)
-                )
-            )
-            if job is None or job.status.finished or not batch or batch[0]["status"] == "done":
+            if job is None or job.status.finished:
                 return None
-            now = utc_now()
-            await db.execute(
-                "UPDATE ingestion_batches SET status = 'running', heartbeat_at = ? WHERE job_id = ? AND batch = ?",
-                (time.time(), ref.job_id, ref.batch),
+            now = time.time()
+            held = await db.execute(
+                "UPDATE ingestion_batches SET status = 'running', worker = ?, heartbeat_at = ? "
+                "WHERE job_id = ? AND batch = ? AND status != 'done' "
+                "AND (status = 'queued' OR worker = ? OR heartbeat_at < ?)",
+                (worker, now, ref.job_id, ref.batch, worker, now - stale_after_s),
             )
+            if held.rowcount == 0:
+                return None
+            stamp = utc_now()
             await db.execute(
                 "UPDATE ingestion_jobs SET status = 'running', started_at = COALESCE(started_at, ?), updated_at = ? "
                 "WHERE id = ?",
-                (now, now, ref.job_id),
+                (stamp, stamp, ref.job_id),
             )
             rows = await db.execute_fetchall(
                 "SELECT position, title, source, text, metadata FROM ingestion_documents "
@@ -276,7 +276,6 @@ class SqliteJobStore:
             return ref
 
     async def release(self, ref: BatchRef) -> None:
-        """Hand a held batch back: the next claim takes it (unless it is over)."""
         async with self._database.transaction() as db:
             await db.execute(
                 "UPDATE ingestion_batches SET status = 'queued', worker = NULL "
@@ -285,7 +284,6 @@ class SqliteJobStore:
             )
 
     async def heartbeat(self, worker: str) -> None:
-        """The batches `worker` holds are still being worked on."""
         async with self._database.transaction() as db:
             await db.execute(
                 "UPDATE ingestion_batches SET heartbeat_at = ? WHERE worker = ? AND status = 'running'",

@@ -1,23 +1,14 @@
-"""ConversationStore on one SQLite file (aiosqlite): the durable default when no Postgres is configured.
-
-Several processes may share the file: WAL lets readers run beside the one writer, `busy_timeout`
-makes writers wait for each other instead of failing, and `BEGIN IMMEDIATE` takes the write lock up
-front so a read-then-write transaction cannot deadlock on lock upgrade.
-"""
+"""ConversationStore on one SQLite file (aiosqlite, through `SqliteDatabase`: several processes may share the
+file): the durable default when no Postgres is configured."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 import sqlite3
 import uuid
-from collections.abc import AsyncIterator, Iterator
-from contextlib import asynccontextmanager, contextmanager
-from datetime import UTC, datetime
+from datetime import datetime
 from pathlib import Path
 from typing import Any
-
-import aiosqlite
 
 from backend.domain.conversation import FeedbackRecord, NewMessage, Role, StartedTurn, StoredMessage, newest_others
 from backend.domain.errors import ConversationStoreUnavailable, NotFound, QuestionCleared
@@ -28,6 +19,7 @@ from backend.infrastructure.persistence.common import (
     page_request,
     parse_id,
 )
+from backend.infrastructure.persistence.sqlite.database import SqliteDatabase, utc_now
 
 SCHEMA_VERSION = 3
 
@@ -121,44 +113,37 @@ _NO_CURSOR = 2**63 - 1  # larger than any seq
 class SqliteConversationStore:
     """History in one SQLite file. Use `await SqliteConversationStore.open(path)`; `close()` when done."""
 
-    def __init__(self, connection: aiosqlite.Connection, path: Path) -> None:
-        self._db = connection
-        self._path = path
-        # One connection serves every coroutine: the lock keeps each transaction to itself.
-        self._lock = asyncio.Lock()
-        self._closed = False
+    def __init__(self, database: SqliteDatabase) -> None:
+        self._database = database
+        self._db = database.db  # used inside `session()` / `transaction()` only
 
     @classmethod
     async def open(cls, path: str | Path, *, busy_timeout_ms: int = 5000) -> SqliteConversationStore:
         """Open (creating the file, its parent directories and the schema as needed)."""
-        target = Path(path)
-        with _translate(f"cannot open the SQLite conversation store at {target}"):
-            await asyncio.to_thread(target.parent.mkdir, parents=True, exist_ok=True)
-            # `timeout` is sqlite3's busy timeout: wait this long for another writer's lock.
-            connection = await aiosqlite.connect(target, isolation_level=None, timeout=busy_timeout_ms / 1000)
-        store = cls(connection, target)
+        database = await SqliteDatabase.open(
+            path, "SQLite conversation store", ConversationStoreUnavailable, busy_timeout_ms
+        )
+        store = cls(database)
         try:
             await store._prepare()
         except BaseException:
-            await connection.close()
+            await database.close()
             raise
         return store
 
     async def close(self) -> None:
-        self._closed = True
-        async with self._lock:
-            await self._db.close()
+        await self._database.close()
 
     async def ping(self) -> None:
-        async with self._session():
+        async with self._database.session():
             await self._db.execute_fetchall("SELECT 1")
 
     async def get_or_create_conversation_id(self, user_id: str, session_id: str) -> str:
-        async with self._session():
+        async with self._database.session():
             return await self._upsert_conversation(user_id, session_id)
 
     async def start_turn(self, user_id: str, session_id: str, message: NewMessage, history_limit: int) -> StartedTurn:
-        async with self._session(), self._transaction():
+        async with self._database.transaction():
             key = await self._upsert_conversation(user_id, session_id)
             # Read before the insert: the newest rows without this turn's message, plus one for a replayed one.
             page = {"conversation_id": key, "before_seq": _NO_CURSOR, "limit": history_limit + 1}
@@ -168,7 +153,7 @@ class SqliteConversationStore:
         return StartedTurn(key, stored, newest_others(earlier, stored.id, history_limit))
 
     async def find_conversation_id(self, user_id: str, session_id: str) -> str | None:
-        async with self._session():
+        async with self._database.session():
             rows = await self._db.execute_fetchall(
                 "SELECT id FROM conversations WHERE user_id = ? AND session_id = ?", (user_id, session_id)
             )
@@ -177,7 +162,7 @@ class SqliteConversationStore:
     async def append_message(self, conversation_id: str, message: NewMessage) -> StoredMessage:
         key = str(parse_id(conversation_id, "conversation"))
         params = _message_params(key, message)
-        async with self._session(), self._transaction():
+        async with self._database.transaction():
             touched = await self._db.execute(
                 "UPDATE conversations SET updated_at = ? WHERE id = ?", (params["created_at"], key)
             )
@@ -195,7 +180,7 @@ class SqliteConversationStore:
     ) -> list[StoredMessage]:
         page = page_request(conversation_id, limit, before)
         key, cursor = str(page.conversation), None if page.before is None else str(page.before)
-        async with self._session():
+        async with self._database.session():
             before_seq = _NO_CURSOR if cursor is None else await self._seq_of(key, cursor)
             rows = await self._db.execute_fetchall(
                 _SELECT_PAGE,
@@ -205,7 +190,7 @@ class SqliteConversationStore:
 
     async def clear_messages(self, conversation_id: str) -> int:
         key = str(parse_id(conversation_id, "conversation"))
-        async with self._session(), self._transaction():
+        async with self._database.transaction():
             # Counted first: SQLite's rowcount leaves out the answers that go with their questions (ON DELETE CASCADE).
             rows = await self._db.execute_fetchall("SELECT count(*) FROM messages WHERE conversation_id = ?", (key,))
             await self._db.execute("DELETE FROM messages WHERE conversation_id = ?", (key,))
@@ -222,38 +207,33 @@ class SqliteConversationStore:
             "is_positive": int(feedback.is_positive),
             "thread_id": feedback.thread_id,
             "agent_type": feedback.agent_type,
-            "created_at": _now(),
+            "created_at": utc_now(),
             "metadata": dump_json(feedback.metadata),
         }
-        async with self._session():
+        async with self._database.session():
             inserted = await self._db.execute(_INSERT_OWNED_FEEDBACK, params)
             if inserted.rowcount == 0:  # no such message, or it belongs to someone else
                 raise NotFound(f"message {feedback.message_id!r} not found")
         return feedback_id
 
     async def _prepare(self) -> None:
-        self._db.row_factory = sqlite3.Row
-        async with self._session():
-            await self._db.execute("PRAGMA journal_mode = WAL")
-            await self._db.execute("PRAGMA synchronous = NORMAL")  # WAL keeps this crash-safe
-            await self._db.execute("PRAGMA foreign_keys = ON")
-            async with self._transaction():
-                for statement in _SCHEMA:
+        async with self._database.transaction():
+            for statement in _SCHEMA:
+                await self._db.execute(statement)
+            columns = await self._db.execute_fetchall("SELECT name FROM pragma_table_info('messages')")
+            present = {row["name"] for row in columns}
+            for column, statement in _ADDED_COLUMNS.items():
+                if column not in present:
                     await self._db.execute(statement)
-                columns = await self._db.execute_fetchall("SELECT name FROM pragma_table_info('messages')")
-                present = {row["name"] for row in columns}
-                for column, statement in _ADDED_COLUMNS.items():
-                    if column not in present:
-                        await self._db.execute(statement)
-                await self._db.execute(_INDEX_REPLY_TO)
-                await self._db.executemany(
-                    "INSERT INTO schema_version (version, applied_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
-                    [(version, _now()) for version in range(1, SCHEMA_VERSION + 1)],
-                )
+            await self._db.execute(_INDEX_REPLY_TO)
+            await self._db.executemany(
+                "INSERT INTO schema_version (version, applied_at) VALUES (?, ?) ON CONFLICT DO NOTHING",
+                [(version, utc_now()) for version in range(1, SCHEMA_VERSION + 1)],
+            )
 
     async def _upsert_conversation(self, user_id: str, session_id: str) -> str:
-        """The (user, session) conversation's id, created if new; inside `_session()`."""
-        params = {"id": str(uuid.uuid4()), "user_id": user_id, "session_id": session_id, "now": _now()}
+        """The (user, session) conversation's id, created if new; inside a session."""
+        params = {"id": str(uuid.uuid4()), "user_id": user_id, "session_id": session_id, "now": utc_now()}
         rows = await self._db.execute_fetchall(_UPSERT_CONVERSATION, params)
         return str(next(iter(rows))["id"])
 
@@ -272,37 +252,6 @@ class SqliteConversationStore:
             return int(row["seq"])
         raise NotFound(f"message {message_id!r} not found in this conversation")
 
-    @asynccontextmanager
-    async def _session(self) -> AsyncIterator[None]:
-        """Exclusive use of the connection, with SQLite errors reported as `StoreUnavailable`."""
-        async with self._lock:
-            if self._closed:
-                raise ConversationStoreUnavailable("the SQLite conversation store is closed")
-            with _translate(f"the SQLite conversation store at {self._path} failed"):
-                yield
-
-    @asynccontextmanager
-    async def _transaction(self) -> AsyncIterator[None]:
-        await self._db.execute("BEGIN IMMEDIATE")
-        try:
-            yield
-        except BaseException:
-            await self._db.execute("ROLLBACK")
-            raise
-        await self._db.execute("COMMIT")
-
-
-@contextmanager
-def _translate(what: str) -> Iterator[None]:
-    try:
-        yield
-    except (sqlite3.Error, OSError) as exc:
-        raise ConversationStoreUnavailable(f"{what}: {type(exc).__name__}: {exc}") from exc
-
-
-def _now() -> str:
-    return datetime.now(UTC).isoformat(timespec="microseconds")
-
 
 def _message_params(conversation_id: str, message: NewMessage) -> dict[str, Any]:
     return {
@@ -310,7 +259,7 @@ def _message_params(conversation_id: str, message: NewMessage) -> dict[str, Any]
         "conversation_id": conversation_id,
         "role": message.role.value,
         "content": message.content,
-        "created_at": _now(),
+        "created_at": utc_now(),
         "citations": dump_json(citations_to_json(message.citations)),
         "consulted": dump_json(citations_to_json(message.consulted)),
         "debug": None if message.debug is None else dump_json(message.debug),
