@@ -67,7 +67,7 @@ import asyncpg
 import httpx
 
 from backend.infrastructure.config.settings import ConversationStoreEnv
-from backend.infrastructure.persistence.postgres.conversation_store import describe_dsn
+from backend.infrastructure.persistence.postgres.database import describe_dsn
 from benchmarks.goals import GOAL_RATIO
 from benchmarks.graph_probes import (
     RssSampler,

@@ -70,7 +70,8 @@ import asyncpg
 from backend.domain.conversation import Citation, NewMessage, Role, StartedTurn
 from backend.infrastructure.config.settings import ChatEnv, ConversationStoreEnv
 from backend.infrastructure.persistence.common import citations_to_json, dump_json
-from backend.infrastructure.persistence.postgres.conversation_store import PostgresConversationStore, describe_dsn
+from backend.infrastructure.persistence.postgres.conversation_store import PostgresConversationStore
+from backend.infrastructure.persistence.postgres.database import describe_dsn
 from backend.infrastructure.persistence.sqlite.conversation_store import SqliteConversationStore
 from benchmarks.graph_probes import machine, percentile, ratio, result_path, save_result
 

@@ -102,7 +102,7 @@ async def test_concurrent_opens_apply_the_schema_once(isolated_postgres_dsn: str
         ids = await asyncio.gather(*(s.get_or_create_conversation_id("alice", "s1") for s in stores))
         assert len(set(ids)) == 1
         first_applied = await _schema_versions(isolated_postgres_dsn)
-        assert [version for version, _ in first_applied] == [1, 2]
+        assert [version for version, _ in first_applied] == [1, 2, 3]
 
         again = await PostgresConversationStore.open(isolated_postgres_dsn)  # re-running is a no-op
         await again.close()
@@ -122,7 +122,7 @@ async def test_the_schema_file_is_safe_to_run_twice_in_one_transaction(isolated_
         async with conn.transaction():
             await conn.execute(sql)
             await conn.execute(sql)
-        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 2
+        assert await conn.fetchval("SELECT count(*) FROM schema_version") == 3
     finally:
         await conn.close()
 

@@ -1,54 +1,35 @@
-"""ConversationStore on PostgreSQL through an asyncpg pool (SPEC §6).
-
-Start-up never fails because Postgres is down: `open()` returns a store that is not ready yet, and
-each operation tries to connect (and apply the schema) again, raising `StoreUnavailable` until it
-works. Once the pool exists, asyncpg replaces broken connections by itself, so a Postgres restart
-needs no service restart either.
-"""
+"""ConversationStore on PostgreSQL through an asyncpg pool (SPEC §6; `PostgresDatabase`: start-up never fails
+because Postgres is down, and a Postgres restart needs no service restart)."""
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
-from collections.abc import AsyncIterator
-from contextlib import asynccontextmanager
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import asyncpg
 
 from backend.domain.conversation import FeedbackRecord, NewMessage, Role, StartedTurn, StoredMessage, newest_others
 from backend.domain.errors import (
     ConversationStoreUnavailable,
-    InvalidRequest,
     NotFound,
     QuestionCleared,
-    StoreUnavailable,
 )
 from backend.infrastructure.persistence.common import (
     citations_from_json,
     citations_to_json,
-    dump_json,
     page_request,
     parse_id,
 )
+from backend.infrastructure.persistence.postgres.database import SCHEMA_DIR, PostgresDatabase
 
 logger = logging.getLogger(__name__)
 
-DEFAULT_SCHEMA_SQL_PATH = Path(__file__).resolve().parents[4] / "scripts" / "db" / "init_chat_history.sql"
+DEFAULT_SCHEMA_SQL_PATH = SCHEMA_DIR / "init_chat_history.sql"
 
 # Any fixed 64-bit number works; every process applying this schema must use the same one.
 _SCHEMA_LOCK_KEY = 0x6772_6167_6368_6174  # "gragchat"
 
-# What the driver raises when the server is unreachable, restarting or failing.
-_DRIVER_ERRORS: tuple[type[BaseException], ...] = (
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    asyncpg.InternalClientError,
-    OSError,  # includes TimeoutError and refused/reset connections
-)
 
 _MESSAGE_COLUMNS = "id, conversation_id, role, content, created_at, citations, consulted, debug, completed, request_id"
 
@@ -116,30 +97,8 @@ _INSERT_OWNED_FEEDBACK = """
 class PostgresConversationStore:
     """History in Postgres. Build with `await PostgresConversationStore.open(dsn)`; `close()` when done."""
 
-    def __init__(
-        self,
-        dsn: str,
-        schema_sql: str,
-        *,
-        min_size: int,
-        max_size: int,
-        connect_timeout: float,
-        command_timeout: float | None,
-    ) -> None:
-        self._dsn = dsn
-        self._target = describe_dsn(dsn)
-        self._schema_sql = schema_sql
-        self._pool_options: dict[str, Any] = {
-            "min_size": min_size,
-            "max_size": max_size,
-            "timeout": connect_timeout,
-            "command_timeout": command_timeout,
-        }
-        self._pool: Any = None  # asyncpg.Pool once connected and the schema is applied
-        self._connect_lock = asyncio.Lock()
-        self._attempts = 0
-        self._last_error = ""
-        self._closed = False
+    def __init__(self, database: PostgresDatabase) -> None:
+        self._database = database
 
     @classmethod
     async def open(
@@ -152,51 +111,34 @@ class PostgresConversationStore:
         connect_timeout: float = 5.0,
         command_timeout: float | None = 30.0,
     ) -> PostgresConversationStore:
-        """Connect and apply the schema; if Postgres is unreachable, log a warning and retry lazily.
-
-        Raises only for mistakes no retry can fix: a DSN that is not a postgres URL, a missing schema file.
-        Server settings such as `search_path` may be given as DSN query parameters.
-        """
-        if urlsplit(dsn).scheme not in ("postgres", "postgresql"):
-            raise ValueError(f"not a postgres:// or postgresql:// DSN: {describe_dsn(dsn)}")
-        schema_path = Path(schema_sql_path or DEFAULT_SCHEMA_SQL_PATH)
-        schema_sql = await asyncio.to_thread(schema_path.read_text, encoding="utf-8")
-        store = cls(
+        """Connect and apply the schema (`PostgresDatabase.open`: a Postgres that is down is retried on use)."""
+        database = await PostgresDatabase.open(
             dsn,
-            schema_sql,
+            schema_sql_path or DEFAULT_SCHEMA_SQL_PATH,
+            "conversation store",
+            ConversationStoreUnavailable,
+            _SCHEMA_LOCK_KEY,
             min_size=min_size,
             max_size=max_size,
             connect_timeout=connect_timeout,
             command_timeout=command_timeout,
         )
-        try:
-            await store._ready_pool()
-        except StoreUnavailable as exc:
-            logger.warning("conversation store not ready, will retry on use: %s", exc.message)
-        return store
+        return cls(database)
 
     @property
     def ready(self) -> bool:
         """Whether the pool is up and the schema applied (false while Postgres has never answered)."""
-        return self._pool is not None
+        return self._database.ready
 
     async def close(self) -> None:
-        self._closed = True
-        async with self._connect_lock:
-            pool, self._pool = self._pool, None
-        if pool is None:
-            return
-        try:
-            await asyncio.wait_for(pool.close(), timeout=10)
-        except TimeoutError:  # a connection stuck in a query must not block shutdown forever
-            pool.terminate()
+        await self._database.close()
 
     async def ping(self) -> None:
-        async with self._connection() as conn:
+        async with self._database.connection() as conn:
             await conn.fetchval("SELECT 1")
 
     async def get_or_create_conversation_id(self, user_id: str, session_id: str) -> str:
-        async with self._connection() as conn:
+        async with self._database.connection() as conn:
             found = await conn.fetchval(_SELECT_CONVERSATION, user_id, session_id)
             while found is None:  # loops only if the row we conflicted with is deleted meanwhile
                 found = await conn.fetchval(_CREATE_CONVERSATION, user_id, session_id)
@@ -207,7 +149,7 @@ class PostgresConversationStore:
         values = _message_values(message)
         # One more than asked: a replayed message is among the newest and is not history.
         window = history_limit + 1 if history_limit > 0 else 0
-        async with self._connection() as conn:
+        async with self._database.connection() as conn:
             while True:
                 rows = await conn.fetch(_START_TURN, user_id, session_id, *values, message.request_id, window)
                 stored = next((row for row in rows if row["appended"]), None)
@@ -226,7 +168,7 @@ class PostgresConversationStore:
         )
 
     async def find_conversation_id(self, user_id: str, session_id: str) -> str | None:
-        async with self._connection() as conn:
+        async with self._database.connection() as conn:
             found = await conn.fetchval(_SELECT_CONVERSATION, user_id, session_id)
         return None if found is None else str(found)
 
@@ -234,7 +176,7 @@ class PostgresConversationStore:
         key = parse_id(conversation_id, "conversation")
         values = _message_values(message)
         reply_to = None if message.reply_to is None else parse_id(message.reply_to, "message")
-        async with self._connection() as conn:
+        async with self._database.connection() as conn:
             row = None
             while row is None:  # loops only if a concurrent clear removes the row we conflicted with
                 try:
@@ -254,7 +196,7 @@ class PostgresConversationStore:
     ) -> list[StoredMessage]:
         page = page_request(conversation_id, limit, before)
         key, cursor = page.conversation, page.before
-        async with self._connection() as conn:
+        async with self._database.connection() as conn:
             before_seq = None
             if cursor is not None:
                 before_seq = await conn.fetchval(
@@ -267,13 +209,13 @@ class PostgresConversationStore:
 
     async def clear_messages(self, conversation_id: str) -> int:
         key = parse_id(conversation_id, "conversation")
-        async with self._connection() as conn:
+        async with self._database.connection() as conn:
             status = await conn.execute("DELETE FROM messages WHERE conversation_id = $1", key)
         return int(str(status).rsplit(" ", 1)[-1])  # "DELETE <count>"
 
     async def add_feedback(self, user_id: str, feedback: FeedbackRecord) -> str:
         message_id = parse_id(feedback.message_id, "message")
-        async with self._connection() as conn:
+        async with self._database.connection() as conn:
             try:
                 feedback_id = await conn.fetchval(
                     _INSERT_OWNED_FEEDBACK,
@@ -290,86 +232,6 @@ class PostgresConversationStore:
         if feedback_id is None:  # no such message, or it belongs to someone else
             raise NotFound(f"message {feedback.message_id!r} not found")
         return str(feedback_id)
-
-    @asynccontextmanager
-    async def _connection(self) -> AsyncIterator[Any]:
-        """A pooled connection; driver and network failures surface as `StoreUnavailable`."""
-        pool = await self._ready_pool()
-        try:
-            async with pool.acquire() as conn:
-                yield conn
-        except asyncpg.DataError as exc:
-            # The server refused a value (text the guard let through that its encoding cannot hold): the input is
-            # bad, the store is fine. The driver's words are for the log, not the client.
-            logger.warning("the conversation store refused a value: %s", _describe_error(exc))
-            raise InvalidRequest("the conversation store cannot hold this text") from exc
-        except _DRIVER_ERRORS as exc:
-            raise ConversationStoreUnavailable(f"{self._unavailable()}: {_describe_error(exc)}") from exc
-
-    async def _ready_pool(self) -> Any:
-        if self._closed:
-            raise ConversationStoreUnavailable("the Postgres conversation store is closed")
-        if self._pool is not None:
-            return self._pool
-        attempt = self._attempts
-        async with self._connect_lock:
-            if self._pool is not None:
-                return self._pool
-            if self._attempts != attempt:
-                # Another caller tried while we waited and failed: report that rather than queueing
-                # every waiting request behind its own connect timeout.
-                raise ConversationStoreUnavailable(self._last_error)
-            self._attempts += 1
-            try:
-                self._pool = await self._connect()
-            except _DRIVER_ERRORS as exc:
-                self._last_error = f"{self._unavailable()}: {_describe_error(exc)}"
-                raise ConversationStoreUnavailable(self._last_error) from exc
-            logger.info("conversation store connected to %s", self._target)
-            return self._pool
-
-    async def _connect(self) -> Any:
-        pool = await asyncpg.create_pool(self._dsn, init=_init_connection, reset=_keep_session, **self._pool_options)
-        try:
-            async with pool.acquire() as conn, conn.transaction():
-                # Several processes may start together; CREATE ... IF NOT EXISTS alone can still collide.
-                await conn.execute("SELECT pg_advisory_xact_lock($1)", _SCHEMA_LOCK_KEY)
-                await conn.execute(self._schema_sql)
-        except BaseException:
-            pool.terminate()
-            raise
-        return pool
-
-    def _unavailable(self) -> str:
-        return f"Postgres conversation store at {self._target} is unavailable"
-
-
-async def _keep_session(conn: Any) -> None:
-    """Released connections skip asyncpg's default reset query (a round trip per store call): the store
-    sets no session state, listens to nothing and takes only transaction-scoped advisory locks. An open
-    transaction is still rolled back by asyncpg before this runs."""
-
-
-async def _init_connection(conn: Any) -> None:
-    # jsonb in and out as Python values: citations as lists of dicts, debug and metadata as dicts.
-    await conn.set_type_codec("jsonb", encoder=dump_json, decoder=json.loads, schema="pg_catalog")
-
-
-def describe_dsn(dsn: str) -> str:
-    """`user@host:port/database` — the DSN without its password (or anything else secret) for logs."""
-    try:
-        parts = urlsplit(dsn)
-        host = parts.hostname or "localhost"
-        port = parts.port or 5432
-    except ValueError:
-        return "<unparsable DSN>"
-    user = f"{parts.username}@" if parts.username else ""
-    return f"{user}{host}:{port}{parts.path or '/'}"
-
-
-def _describe_error(exc: BaseException) -> str:
-    text = str(exc).strip()
-    return f"{type(exc).__name__}: {text}" if text else type(exc).__name__
 
 
 def _message_values(message: NewMessage) -> tuple[Any, ...]:
