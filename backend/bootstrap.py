@@ -10,6 +10,7 @@ import logging
 from collections.abc import AsyncIterator, Callable, Sequence
 from contextlib import AsyncExitStack, asynccontextmanager
 from dataclasses import dataclass
+from typing import Protocol
 
 from backend.application.answering.generator import AnswerGenerator
 from backend.application.chat.answer_saver import AnswerSaver
@@ -32,6 +33,7 @@ from backend.application.ports.chat_model import ChatModel
 from backend.application.ports.conversation_store import ConversationStore
 from backend.application.ports.graph_store import GraphStore
 from backend.application.ports.ingestion import Extractor
+from backend.application.ports.jobs import JobDispatcher
 from backend.application.ports.router import FollowUps
 from backend.application.rag.kb_handlers import KnowledgeBaseHandlerFactory
 from backend.application.rag.rag_manager import RagManager, RetrievalLimits
@@ -50,6 +52,7 @@ from backend.infrastructure.config.settings import (
     ExtractorKind,
     GraphStoreKind,
     IngestionEnv,
+    JobStoreKind,
     LlmEnv,
     Settings,
     StoreKind,
@@ -66,6 +69,8 @@ from backend.infrastructure.graph_store.embedded import EmbeddedGraphStore
 from backend.infrastructure.graph_store.neo4j import Neo4jGraphStore
 from backend.infrastructure.health import NamedProbe
 from backend.infrastructure.jobs.embedded_worker import EmbeddedWorker
+from backend.infrastructure.jobs.postgres_store import PostgresJobStore
+from backend.infrastructure.jobs.procrastinate_queue import ProcrastinateQueue, ProcrastinateWorker
 from backend.infrastructure.jobs.sqlite_store import SqliteJobStore
 from backend.infrastructure.jobs.worker_process import WorkerMain, WorkerProcess
 from backend.infrastructure.knowledge.chunker import TokenChunker
@@ -237,11 +242,19 @@ async def _open_knowledge(
     return _Knowledge(store, embedder, catalog, registry, service)
 
 
-async def _start_worker_process(main: WorkerMain, jobs: SqliteJobStore, stack: AsyncExitStack) -> WorkerProcess:
-    async def waiting() -> bool:
-        return bool(await jobs.unfinished_batches())
+async def _serving_dispatcher(
+    settings: Settings, jobs: _Jobs, stack: AsyncExitStack, main: WorkerMain
+) -> JobDispatcher:
+    """Batches go to the queue (Postgres: procrastinate; SQLite: the store is the queue), and the serving process's
+    own worker process is started to take them (unless SERVE_WORKER is off)."""
+    queue: JobDispatcher = jobs.queue if jobs.queue is not None else _RunHere()
+    if not settings.ingestion.serve_worker:
+        return queue
 
-    worker = WorkerProcess(main, waiting)
+    async def waiting() -> bool:
+        return bool(await jobs.store.unfinished_batches())
+
+    worker = WorkerProcess(main, waiting, queue)
     await worker.start()
     stack.push_async_callback(worker.stop)
     return worker
@@ -257,7 +270,7 @@ async def open_services(
         store = await _open_conversation_store(settings, stack)
         model = _build_chat_model(settings.llm, stack)
         knowledge = await _open_knowledge(settings, model, stack, serving=True)
-        job_store = await _open_job_store(settings, stack)
+        job_store = await _open_jobs(settings, stack)
         catalog = knowledge.catalog
         chat, retrieval = settings.chat, settings.retrieval
 
@@ -299,8 +312,8 @@ async def open_services(
             saver,
         )
 
-        dispatcher = await _start_worker_process(worker_main(settings), job_store, stack)
-        jobs = IngestionJobs(knowledge.service, job_store, dispatcher, settings.ingestion.job_batch_documents)
+        dispatcher = await _serving_dispatcher(settings, job_store, stack, worker_main(settings))
+        jobs = IngestionJobs(knowledge.service, job_store.store, dispatcher, settings.ingestion.job_batch_documents)
 
         yield ServiceContainer(
             chat=ChatHandler(stream),
@@ -314,7 +327,7 @@ async def open_services(
             probes=(
                 NamedProbe("conversation_store", store.ping),
                 NamedProbe("knowledge_store", knowledge.store.ping),
-                NamedProbe("job_store", job_store.ping),
+                NamedProbe("job_store", job_store.store.ping),
             ),
             generation_mode=generator.mode.value,
         )
@@ -330,6 +343,10 @@ async def open_knowledge_service(settings: Settings) -> AsyncIterator[KnowledgeS
         yield knowledge.service
 
 
+class JobWorker(Protocol):
+    async def run(self, job_id: str | None = None, until_idle: bool = False) -> None: ...
+
+
 @dataclass(frozen=True, slots=True)
 class Ingestion:
     """What ingestion needs outside the server (the CLI, a worker): the KBs, their jobs, and a worker that runs
@@ -337,21 +354,45 @@ class Ingestion:
 
     knowledge: KnowledgeService
     jobs: IngestionJobs
-    worker: EmbeddedWorker
+    worker: JobWorker
 
 
 class _RunHere:
-    """The dispatcher of a process that runs its jobs itself (the CLI): the SQLite store is the queue, and any
-    embedded worker on the same data folder may help."""
+    """The dispatcher of the embedded job store: the store is the queue, and any embedded worker on the same data
+    folder takes its batches (the CLI's own, the serving process's, `python -m backend worker`)."""
 
     async def dispatch(self, batches: Sequence[BatchRef]) -> None:
         del batches
 
 
-async def _open_job_store(settings: Settings, stack: AsyncExitStack) -> SqliteJobStore:
-    store = await SqliteJobStore.open(settings.server.data_dir / JOBS_DB)
-    stack.push_async_callback(store.close)
-    return store
+@dataclass(frozen=True, slots=True)
+class _Jobs:
+    store: SqliteJobStore | PostgresJobStore
+    queue: ProcrastinateQueue | None  # with Postgres
+
+    def worker(self, runner: JobRunner, stale_after_s: float) -> JobWorker:
+        if self.queue is not None:
+            return ProcrastinateWorker(self.queue, runner.run)
+        assert isinstance(self.store, SqliteJobStore)
+        return EmbeddedWorker(self.store, runner.run, stale_after_s=stale_after_s)
+
+
+async def _open_jobs(settings: Settings, stack: AsyncExitStack) -> _Jobs:
+    kind = settings.ingestion.job_store
+    dsn = settings.conversations.resolved_postgres_dsn()
+    if kind is JobStoreKind.POSTGRES or (kind is JobStoreKind.AUTO and dsn):
+        if not dsn:
+            raise ValueError("JOB_STORE=postgres needs POSTGRES_DSN or POSTGRES_HOST")
+        postgres = await PostgresJobStore.open(dsn)
+        stack.push_async_callback(postgres.close)
+        queue = ProcrastinateQueue(dsn, postgres, settings.ingestion.job_stale_after_s)
+        stack.push_async_callback(queue.close)
+        logger.info("ingestion jobs: Postgres, queued by procrastinate")
+        return _Jobs(postgres, queue)
+    sqlite = await SqliteJobStore.open(settings.server.data_dir / JOBS_DB)
+    stack.push_async_callback(sqlite.close)
+    logger.info("ingestion jobs: SQLite file %s", settings.server.data_dir / JOBS_DB)
+    return _Jobs(sqlite, None)
 
 
 @asynccontextmanager
@@ -360,11 +401,12 @@ async def open_ingestion(settings: Settings) -> AsyncIterator[Ingestion]:
     async with AsyncExitStack() as stack:
         model = _build_chat_model(settings.llm, stack)
         knowledge = await _open_knowledge(settings, model, stack, serving=False)
-        store = await _open_job_store(settings, stack)
+        jobs = await _open_jobs(settings, stack)
         ingestion = settings.ingestion
-        runner = JobRunner(knowledge.service, store, ingestion.job_stale_after_s)
+        runner = JobRunner(knowledge.service, jobs.store, ingestion.job_stale_after_s)
+        dispatcher: JobDispatcher = jobs.queue if jobs.queue is not None else _RunHere()
         yield Ingestion(
             knowledge.service,
-            IngestionJobs(knowledge.service, store, _RunHere(), ingestion.job_batch_documents),
-            EmbeddedWorker(store, runner.run, stale_after_s=ingestion.job_stale_after_s),
+            IngestionJobs(knowledge.service, jobs.store, dispatcher, ingestion.job_batch_documents),
+            jobs.worker(runner, ingestion.job_stale_after_s),
         )

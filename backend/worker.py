@@ -43,11 +43,11 @@ async def _work(settings: Settings, parent_pid: int | None) -> None:
         for stop in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(stop, work.cancel)
         orphaned = asyncio.create_task(_orphaned(parent_pid, work)) if parent_pid is not None else None
-        logger.info("ingestion worker %s is taking batches", ingestion.worker.worker_id)
+        logger.info("ingestion worker %s is taking batches", os.getpid())
         try:
             await work
         except asyncio.CancelledError:
-            logger.info("ingestion worker %s stopped", ingestion.worker.worker_id)
+            logger.info("ingestion worker %s stopped", os.getpid())
         finally:
             if orphaned is not None:
                 orphaned.cancel()

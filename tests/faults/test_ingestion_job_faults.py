@@ -1,6 +1,7 @@
 """Ingestion jobs when a process dies with `kill -9` mid-job: the serving process's worker, and the serving process
-itself (its worker then stops on its own). The job resumes and ends `done`; every document is in the KB once, with
-all its chunks, and nothing of a document is left without it."""
+itself (its worker then stops on its own), with either job store (SQLite, and Postgres with the procrastinate
+queue). The job resumes and ends `done`; every document is in the KB once, with all its chunks, and nothing of a
+document is left without it."""
 
 from __future__ import annotations
 
@@ -22,6 +23,14 @@ pytestmark = pytest.mark.slow
 
 DOCUMENTS = 120
 JOB_SETTINGS = {"JOB_BATCH_DOCUMENTS": "5", "JOB_STALE_AFTER_S": "1"}
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def job_store(request: pytest.FixtureRequest) -> dict[str, str]:
+    """Settings for each job store (Postgres: a fresh schema on the real server, the conversations there too)."""
+    if request.param == "postgres":
+        return {"JOB_STORE": "postgres", "POSTGRES_DSN": request.getfixturevalue("isolated_postgres_dsn")}
+    return {"JOB_STORE": "sqlite"}
 
 
 def documents() -> list[dict[str, str]]:
@@ -98,8 +107,10 @@ def ingestion_workers() -> list[multiprocessing.Process]:
     return [child for child in multiprocessing.active_children() if child.name == "ingestion-worker"]
 
 
-async def test_a_worker_killed_mid_job_is_replaced_and_the_job_finishes_whole(data_dir: Path) -> None:
-    settings = make_settings(data_dir, **JOB_SETTINGS)
+async def test_a_worker_killed_mid_job_is_replaced_and_the_job_finishes_whole(
+    data_dir: Path, job_store: dict[str, str]
+) -> None:
+    settings = make_settings(data_dir, **JOB_SETTINGS, **job_store)
     with live_server(settings) as server:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as http:
             job_id = await start_job(http)
@@ -134,15 +145,17 @@ def alive(pid: int) -> bool:
     return state != "Z"
 
 
-async def test_the_serving_process_killed_mid_job_resumes_it_after_a_restart(data_dir: Path, tmp_path: Path) -> None:
+async def test_the_serving_process_killed_mid_job_resumes_it_after_a_restart(
+    data_dir: Path, tmp_path: Path, job_store: dict[str, str]
+) -> None:
     env = {
         "DATA_DIR": str(data_dir),
         "KB_REGISTRY_PATH": str(SAMPLE_REGISTRY),
         "AUTH_MODE": "none",
-        "CONVERSATION_STORE": "sqlite",
         "GRAPH_STORE": "embedded",
         "EXTRACTOR": "offline",
         **JOB_SETTINGS,
+        **job_store,
     }
     with ServeProcess(env, tmp_path) as first:
         async with httpx.AsyncClient(base_url=first.base_url, timeout=60) as http:

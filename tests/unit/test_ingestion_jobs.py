@@ -13,6 +13,7 @@ import pytest
 from backend.application.knowledge.jobs import IngestionJobs, JobRunner
 from backend.application.knowledge.knowledge_service import KnowledgeService
 from backend.application.ports.ingestion import IndexReport, ProgressCallback, SourceDocument
+from backend.application.ports.jobs import JobStore
 from backend.domain import ids
 from backend.domain.errors import InvalidRequest, KnowledgeStoreUnavailable, NotFound, UnknownKnowledgeBase
 from backend.domain.graph import DocumentRecord
@@ -20,6 +21,8 @@ from backend.domain.jobs import BatchRef, DocumentStatus, JobStatus
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.text import UnstorableText
 from backend.infrastructure.jobs.embedded_worker import EmbeddedWorker
+from backend.infrastructure.jobs.postgres_store import PostgresJobStore
+from backend.infrastructure.jobs.procrastinate_queue import ProcrastinateQueue, libpq_conninfo
 from backend.infrastructure.jobs.sqlite_store import SqliteJobStore
 from backend.infrastructure.knowledge.loaders import FileDocumentLoader
 from backend.infrastructure.knowledge_bases.catalog import static_catalog
@@ -69,7 +72,7 @@ class ScriptedIndexer:
 
 
 class Setup:
-    def __init__(self, store: SqliteJobStore) -> None:
+    def __init__(self, store: JobStore) -> None:
         self.store = store
         self.indexer = ScriptedIndexer()
         self.knowledge = KnowledgeService(static_catalog([KnowledgeBase("notes")]), FileDocumentLoader(), self.indexer)
@@ -80,13 +83,29 @@ class Setup:
     async def dispatch(self, batches: Sequence[BatchRef]) -> None:
         self.dispatched += batches
 
-    def worker(self, stale_after_s: float = 30.0) -> EmbeddedWorker:
-        return EmbeddedWorker(self.store, self.runner.run, poll_s=0.01, stale_after_s=stale_after_s)
+    async def run_all(self, worker: str = "w1", stale_after_s: float = 30.0) -> None:
+        """What the workers do: every batch left, delivered to `worker` (as a queue does), until none is."""
+        runner = JobRunner(self.knowledge, self.store, stale_after_s)
+        while batches := await self.store.unfinished_batches():
+            ran = [await runner.run(ref, worker) for ref in batches]
+            if all(outcome is None for outcome in ran):
+                return  # others hold what is left
+
+
+@pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
+def job_store_at(request: pytest.FixtureRequest, tmp_path: Path) -> str:
+    """Where each job store keeps its records: a fresh Postgres database, or a SQLite file."""
+    if request.param == "postgres":
+        return str(request.getfixturevalue("isolated_postgres_dsn"))
+    return str(tmp_path / "jobs.db")
 
 
 @pytest.fixture
-async def setup(tmp_path: Path) -> AsyncIterator[Setup]:
-    store = await SqliteJobStore.open(tmp_path / "jobs.db")
+async def setup(job_store_at: str) -> AsyncIterator[Setup]:
+    if job_store_at.startswith("postgres"):
+        store: JobStore = await PostgresJobStore.open(job_store_at)
+    else:
+        store = await SqliteJobStore.open(job_store_at)
     try:
         yield Setup(store)
     finally:
@@ -110,7 +129,7 @@ async def test_a_job_is_stored_queued_in_batches_and_dispatched(setup: Setup) ->
 
 async def test_a_worker_runs_every_batch_and_the_job_is_done_with_its_counts(setup: Setup) -> None:
     job = await setup.jobs.submit("notes", "alice", docs("a", "b", "c", "d", "e"))
-    await setup.worker().run(until_idle=True)
+    await setup.run_all()
 
     done = await setup.jobs.get(job.job_id)
     assert (done.status, done.processed, done.counts.documents_added, done.counts.documents_failed) == (
@@ -133,7 +152,7 @@ async def test_a_worker_runs_every_batch_and_the_job_is_done_with_its_counts(set
 async def test_the_same_documents_again_are_unchanged_and_refresh_nothing(setup: Setup) -> None:
     for _ in range(2):
         job = await setup.jobs.submit("notes", "alice", docs("a", "b"))
-        await setup.worker().run(until_idle=True)
+        await setup.run_all()
     again = await setup.jobs.get(job.job_id)
     assert (again.counts.documents_added, again.counts.documents_unchanged) == (0, 2)
     assert setup.indexer.refreshes == 1
@@ -141,7 +160,7 @@ async def test_the_same_documents_again_are_unchanged_and_refresh_nothing(setup:
 
 async def test_a_bad_document_fails_alone_and_the_others_are_indexed(setup: Setup) -> None:
     job = await setup.jobs.submit("notes", "alice", docs("a", "bad", "c", "d"))
-    await setup.worker().run(until_idle=True)
+    await setup.run_all()
 
     done = await setup.jobs.get(job.job_id)
     assert (done.status, done.processed, done.counts.documents_added, done.counts.documents_failed) == (
@@ -157,7 +176,7 @@ async def test_a_bad_document_fails_alone_and_the_others_are_indexed(setup: Setu
 
 async def test_a_store_that_refuses_fails_the_job_with_the_reason(setup: Setup) -> None:
     job = await setup.jobs.submit("notes", "alice", docs("a", "b", "c", "down", "e"))
-    await setup.worker().run(until_idle=True)
+    await setup.run_all()
 
     failed = await setup.jobs.get(job.job_id)
     assert failed.status is JobStatus.FAILED
@@ -186,7 +205,7 @@ async def test_cancelling_stops_the_job_before_its_next_batch(setup: Setup) -> N
     await setup.runner.run(BatchRef(job.job_id, 0), "w1")
     cancelled = await setup.jobs.cancel(job.job_id)
     assert (cancelled.status, cancelled.error) == (JobStatus.CANCELLED, "cancelled by request")
-    await setup.worker().run(until_idle=True)
+    await setup.run_all()
 
     after = await setup.jobs.get(job.job_id)
     assert (after.status, after.processed) == (JobStatus.CANCELLED, BATCH)
@@ -215,19 +234,105 @@ async def test_a_batch_run_again_records_each_document_once(setup: Setup) -> Non
 
 async def test_a_batch_whose_worker_stopped_beating_is_taken_by_another(setup: Setup) -> None:
     job = await setup.jobs.submit("notes", "alice", docs("a", "b"))
-    held = await setup.store.claim("dead-worker", stale_after_s=30, job_id=job.job_id)
-    assert held == BatchRef(job.job_id, 0)
-    assert await setup.store.claim("other", stale_after_s=30) is None  # held, and fresh
+    held = await setup.store.start_batch(BatchRef(job.job_id, 0), "dead-worker", stale_after_s=30)
+    assert held is not None
+    await setup.run_all("other")
+    assert (await setup.jobs.get(job.job_id)).status is JobStatus.RUNNING  # held, and the heartbeat is fresh
     await asyncio.sleep(0.05)
-    await setup.worker(stale_after_s=0.01).run(until_idle=True)  # the heartbeat is stale for this worker
+    await setup.run_all("other", stale_after_s=0.01)  # now it is stale for this worker
     assert (await setup.jobs.get(job.job_id)).status is JobStatus.DONE
 
 
-async def test_documents_are_kept_until_indexed(setup: Setup, tmp_path: Path) -> None:
-    job = await setup.jobs.submit("notes", "alice", docs("a", "bad"))
-    await setup.worker().run(until_idle=True)
-    started = await setup.store.start_batch(BatchRef(job.job_id, 0), "w1", stale_after_s=0)
-    assert started is None  # the job is over
+async def test_the_embedded_worker_claims_batches_oldest_first_and_takes_stale_ones(tmp_path: Path) -> None:
+    store = await SqliteJobStore.open(tmp_path / "jobs.db")
+    try:
+        setup = Setup(store)
+        first = await setup.jobs.submit("notes", "alice", docs("a", "b", "c", "d"))
+        second = await setup.jobs.submit("notes", "alice", docs("e"))
+        assert await store.claim("w1", stale_after_s=30) == BatchRef(first.job_id, 0)
+        assert await store.claim("w2", stale_after_s=30, job_id=second.job_id) == BatchRef(second.job_id, 0)
+        assert await store.claim("w2", stale_after_s=30) == BatchRef(first.job_id, 1)
+        assert await store.claim("w3", stale_after_s=30) is None  # every batch is held
+        await asyncio.sleep(0.05)
+        assert await store.claim("w3", stale_after_s=0.01) == BatchRef(first.job_id, 0)  # w1 went quiet
+        await asyncio.sleep(0.05)  # and so do w2 and w3
+        runner = JobRunner(setup.knowledge, store, stale_after_s=0.01)
+        await EmbeddedWorker(store, runner.run, poll_s=0.01, stale_after_s=0.01).run(until_idle=True)
+        assert [(await setup.jobs.get(j.job_id)).status for j in (first, second)] == [JobStatus.DONE] * 2
+    finally:
+        await store.close()
+
+
+async def test_documents_are_kept_until_indexed(tmp_path: Path) -> None:
+    store = await SqliteJobStore.open(tmp_path / "jobs.db")
+    try:
+        setup = Setup(store)
+        job = await setup.jobs.submit("notes", "alice", docs("a", "bad"))
+        await setup.run_all()
+        assert await store.start_batch(BatchRef(job.job_id, 0), "w1", stale_after_s=0) is None  # the job is over
+    finally:
+        await store.close()
     with sqlite3.connect(tmp_path / "jobs.db") as db:
         texts = dict(db.execute("SELECT title, text FROM ingestion_documents WHERE job_id = ?", (job.job_id,)))
     assert texts == {"a": "", "bad": "The text of bad."}
+
+
+@pytest.mark.postgres
+async def test_procrastinate_delivers_every_batch_to_one_of_two_workers_once(isolated_postgres_dsn: str) -> None:
+    store = await PostgresJobStore.open(isolated_postgres_dsn)
+    queues = [ProcrastinateQueue(isolated_postgres_dsn, store, stale_after_s=5) for _ in range(2)]
+    try:
+        setup = Setup(store)
+        setup.jobs = IngestionJobs(setup.knowledge, store, queues[0], BATCH, poll_s=0.01)
+        titles = [f"t{n}" for n in range(20)]
+        job = await setup.jobs.submit("notes", "alice", docs(*titles))
+        runs: dict[str, list[int]] = {"w1": [], "w2": []}
+
+        def runner_for(name: str):  # type: ignore[no-untyped-def]
+            async def run(ref: BatchRef, worker: str) -> object:
+                runs[name].append(ref.batch)
+                await asyncio.sleep(0.02)  # long enough for the other worker to fetch the next batch
+                return await setup.runner.run(ref, worker)
+
+            return run
+
+        await asyncio.gather(
+            *(queue.work(runner_for(name), until_idle=True) for queue, name in zip(queues, runs, strict=True))
+        )
+
+        done = await setup.jobs.get(job.job_id)
+        assert (done.status, done.processed, done.counts.documents_added) == (JobStatus.DONE, 20, 20)
+        assert sorted(setup.indexer.indexed) == sorted(titles)  # each document indexed once
+        assert sorted(runs["w1"] + runs["w2"]) == list(range(7))  # each batch delivered once
+        assert runs["w1"] and runs["w2"]  # and both workers took some
+        assert await store.undispatched(older_than_s=0) == []
+    finally:
+        for queue in queues:
+            await queue.close()
+        await store.close()
+
+
+@pytest.mark.postgres
+async def test_a_batch_stored_but_never_queued_is_queued_by_the_upkeep(isolated_postgres_dsn: str) -> None:
+    store = await PostgresJobStore.open(isolated_postgres_dsn)
+    queue = ProcrastinateQueue(isolated_postgres_dsn, store, stale_after_s=0.01)
+    try:
+        setup = Setup(store)  # its dispatcher only records: the process "died" before queueing
+        job = await setup.jobs.submit("notes", "alice", docs("a", "b", "c", "d"))
+        await asyncio.sleep(0.05)
+        assert [ref.batch for ref in await store.undispatched(older_than_s=0.01)] == [0, 1]
+        await queue.recover()
+        assert await store.undispatched(older_than_s=0) == []
+        await queue.work(setup.runner.run, until_idle=True)
+        assert (await setup.jobs.get(job.job_id)).status is JobStatus.DONE
+    finally:
+        await queue.close()
+        await store.close()
+
+
+def test_server_settings_in_the_dsn_reach_libpq_as_options() -> None:
+    dsn = "postgresql://u:p@db:5432/app?search_path=test_1&sslmode=require&application_name=x"
+    assert libpq_conninfo(dsn) == (
+        "postgresql://u:p@db:5432/app?sslmode=require&application_name=x&options=-c%20search_path%3Dtest_1"
+    )
+    assert libpq_conninfo("postgresql://db/app") == "postgresql://db/app"

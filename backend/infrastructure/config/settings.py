@@ -32,6 +32,12 @@ class StoreKind(StrEnum):
     MEMORY = "memory"
 
 
+class JobStoreKind(StrEnum):
+    AUTO = "auto"  # Postgres (with the procrastinate queue) when configured, else the embedded SQLite file
+    POSTGRES = "postgres"
+    SQLITE = "sqlite"
+
+
 class GraphStoreKind(StrEnum):
     AUTO = "auto"  # Neo4j when NEO4J_URI is set, else the embedded SQLite graph
     EMBEDDED = "embedded"
@@ -188,6 +194,10 @@ class IngestionEnv(EnvGroup):
     # cancelling), and how long a batch's worker may go without a heartbeat before another worker takes it.
     job_batch_documents: int = Field(32, alias="JOB_BATCH_DOCUMENTS", gt=0, le=1000)
     job_stale_after_s: float = Field(30.0, alias="JOB_STALE_AFTER_S", gt=0)
+    job_store: JobStoreKind = Field(JobStoreKind.AUTO, alias="JOB_STORE")
+    # The serving process runs an ingestion worker of its own; off when dedicated workers (`python -m backend
+    # worker`) take every job.
+    serve_worker: bool = Field(True, alias="SERVE_WORKER")
 
 
 class RoutingEnv(EnvGroup):

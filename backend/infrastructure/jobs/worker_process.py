@@ -6,7 +6,7 @@ same `python -m backend worker` loop) when a job is dispatched, or at start when
 again if it dies while batches wait, and stops it when serving stops. The worker exits by itself when the
 serving process is gone (even after `kill -9`), and runs at a lower CPU priority.
 
-Implements `JobDispatcher`: the SQLite job store is the queue, so dispatching only makes sure a worker runs.
+Implements `JobDispatcher`: the batches go to the queue, and a worker is made sure to run.
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ import os
 from collections.abc import Awaitable, Callable, Sequence
 from multiprocessing.process import BaseProcess
 
+from backend.application.ports.jobs import JobDispatcher
 from backend.domain.jobs import BatchRef
 
 logger = logging.getLogger(__name__)
@@ -27,10 +28,16 @@ WorkerMain = Callable[[int], None]  # the worker's entry point, given the servin
 
 class WorkerProcess:
     def __init__(
-        self, main: WorkerMain, waiting: Callable[[], Awaitable[bool]], watch_s: float = 2.0, stop_s: float = 10.0
+        self,
+        main: WorkerMain,
+        waiting: Callable[[], Awaitable[bool]],
+        queue: JobDispatcher,
+        watch_s: float = 2.0,
+        stop_s: float = 10.0,
     ) -> None:
         self._main = main
         self._waiting = waiting  # whether batches wait for a worker
+        self._queue = queue  # where the batches go (the SQLite store is a queue itself: nothing to do)
         self._watch_s = watch_s
         self._stop_s = stop_s
         self._process: BaseProcess | None = None
@@ -43,10 +50,11 @@ class WorkerProcess:
     async def start(self) -> None:
         """Watch over the worker from now on; start it when batches wait already (a restart after a crash)."""
         self._watching = asyncio.create_task(self._watch(), name="ingestion-worker-watch")
-        if await self._waiting():
+        if await self._batches_wait():
             self._ensure_running()
 
     async def dispatch(self, batches: Sequence[BatchRef]) -> None:
+        await self._queue.dispatch(batches)
         if batches:
             self._ensure_running()
 
@@ -82,11 +90,12 @@ class WorkerProcess:
     async def _watch(self) -> None:
         while True:
             await asyncio.sleep(self._watch_s)
-            if self._process is not None and not self._process.is_alive():
-                try:
-                    waiting = await self._waiting()
-                except Exception:
-                    logger.warning("cannot tell whether ingestion batches wait", exc_info=True)
-                    continue
-                if waiting:
-                    self._ensure_running()
+            if (self._process is None or not self._process.is_alive()) and await self._batches_wait():
+                self._ensure_running()
+
+    async def _batches_wait(self) -> bool:
+        try:
+            return await self._waiting()
+        except Exception as error:  # the job store is down: the watch asks again
+            logger.warning("cannot tell whether ingestion batches wait: %s", error)
+            return False
