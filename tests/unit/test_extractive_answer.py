@@ -298,3 +298,21 @@ def test_a_question_that_offers_an_answer_of_the_kind_asked_is_a_proposal() -> N
     )
     answer = body(compose_extractive_answer("What time does LiHua propose for dinner?", [chunk(text)]))
     assert answer.startswith("LiHua: How about 7 pm for dinner?")
+
+
+def test_a_sentence_with_a_pronoun_before_any_name_brings_the_one_it_refers_to() -> None:
+    text = (
+        "Mara: Honestly, I'd go with Harbour Lights. The way it mixes sailing with old sea songs is lovely.\n"
+        "Tomas: Sounds fun!"
+    )
+    answer = body(compose_extractive_answer("Which show does Mara say mixes sailing with sea songs?", [chunk(text)]))
+    assert answer.startswith("Mara: Honestly, I'd go with Harbour Lights. The way it mixes sailing")
+
+
+def test_a_sentence_saying_nothing_beyond_the_question_brings_the_one_before_it() -> None:
+    text = (
+        "Nadia: We're launching a new line of rye crackers this week! Perfect for hikers like you.\n"
+        "Owen: Nice, I'll try them."
+    )
+    answer = body(compose_extractive_answer("What does Nadia think is perfect for hikers like Owen?", [chunk(text)]))
+    assert answer.startswith("Nadia: We're launching a new line of rye crackers this week! Perfect for hikers")

@@ -11,10 +11,12 @@ kind the question asks for (a person, a date, a place, a number: `extractive_que
 a person), and for less when it asks a question itself (unless the question offers an answer of the kind asked: "How
 about 7 pm?"). The best sentence is quoted (for a compound question, the best for each of its questions); further
 ones while they score close to it, fit a short answer and do not repeat one quoted already (share most of the
-shorter one's content words). A quoted sentence that opens with a pronoun brings the sentence before it, a quoted
-question (a chat message asking) its reply, and an answer to "when" without a calendar date (only "tomorrow", "last
-week") the nearest one above it in its chunk. Sentences are quoted in the order they were chosen in, each run from
-one source followed by its citation marker. When nothing in the evidence shares a term with the question, the first
+shorter one's content words, itself or what it brings). A quoted sentence that leans on the one before it in its
+block brings it (it opens with a pronoun, has one before any name, or says nothing the question does not: "Perfect
+for fitness lovers like you."), a quoted question (a chat message asking) its reply, and an answer to "when" without
+a calendar date (only "tomorrow", "last week") the nearest one above it in its chunk. Sentences are quoted in the
+order they were chosen in, each run from one source followed by its citation marker. When nothing in the evidence
+shares a term with the question, the first
 sentence of the top chunk stands in.
 """
 
@@ -34,6 +36,7 @@ from backend.infrastructure.llm.extractive_questions import (
     asked,
     holds,
     holds_calendar_date,
+    stem,
     stems,
 )
 
@@ -58,6 +61,29 @@ RANK_DECAY = 0.03  # per place of its source in the evidence
 REPEATED = 0.7  # share of the shorter one's terms that two sentences share when one repeats the other
 _ASKS = re.compile(r"[?？][^\w?？]*$")
 _PRONOUN_START = re.compile(r"^(?:he|she|it|they|this|these|that|those|his|her|its|their|him|them)\b|^[他她它其该此]")
+# A third-person pronoun inside a sentence; it refers back to an earlier sentence unless a name comes before it.
+_PRONOUN = re.compile(r"\b(?:he|she|it|they|his|her|its|their|him|them)\b", re.IGNORECASE)
+_NAME_BEFORE = re.compile(r"(?<=\w\s)[A-Z]")
+# Greetings and reactions: words of a chat message that add nothing to what it says.
+_INTERJECTIONS = frozenset(
+    stem(w)
+    for w in [
+        "hey",
+        "hi",
+        "hello",
+        "thanks",
+        "thank",
+        "wow",
+        "yeah",
+        "ok",
+        "okay",
+        "oh",
+        "yes",
+        "sure",
+        "great",
+        "really",
+    ]
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -179,22 +205,27 @@ def _best_per_part(question: Asked, passages: _Passages) -> list[_Scored]:
     return best
 
 
-def _choose(question: Asked, scored: list[_Scored], first: list[_Scored]) -> list[_Scored]:
+def _choose(question: Asked, scored: list[_Scored], first: list[_Scored], passages: _Passages) -> list[Sentence]:
     """`first` (the best sentence of each part of a compound question, else the best one) and further sentences
-    that score close to the best, fit, repeat no fact and, when the question asks for a kind of answer, hold one."""
+    that score close to the best, fit, repeat no fact and, when the question asks for a kind of answer, hold one;
+    each with what it needs to be read alone (`_frame`), which counts towards the length and the repeats."""
     chosen = first or scored[:1]
+    frames = [_frame(question, item, passages) for item in chosen]
     limit = MAX_LIST_SENTENCES if question.listing else MAX_SENTENCES
     for candidate in scored[1:]:
         if any(candidate.sentence == kept.sentence for kept in chosen):
             continue
         if len(chosen) >= limit or candidate.score < CLOSE_ENOUGH * chosen[0].score:
             break
-        repeated = any(_repeats(candidate.words, kept.words) for kept in chosen)
-        longer = sum(len(c.sentence.text) for c in chosen) + len(candidate.sentence.text) > MAX_CHARS
-        if repeated or longer or (question.kinds and not candidate.typed):
+        frame = [s for s in _frame(question, candidate, passages) if all(s not in f for f in frames)]
+        said = [passages.stems[passages.index[s]] for f in frames for s in f]
+        repeated = any(_repeats(passages.stems[passages.index[s]], words) for s in frame for words in said)
+        length = sum(len(c.sentence.text) for c in [*chosen, candidate])
+        if repeated or length > MAX_CHARS or (question.kinds and not candidate.typed):
             continue
         chosen.append(candidate)
-    return chosen
+        frames.append(frame)
+    return [s for f in frames for s in f]
 
 
 def _repeats(words: frozenset[str], other: frozenset[str]) -> bool:
@@ -202,23 +233,43 @@ def _repeats(words: frozenset[str], other: frozenset[str]) -> bool:
     return len(words & other) >= REPEATED * max(1, min(len(words), len(other)))
 
 
-def _framed(question: Asked, chosen: list[_Scored], passages: _Passages) -> list[Sentence]:
-    """The chosen sentences with what they need to be read alone: a sentence that opens with a pronoun comes
-    after the sentence before it in its block; a question in the text (a chat message asking) before its reply;
-    and when a date is asked and none of them holds one, the nearest date above the first in its chunk (a chat
-    session's time, a dated heading line)."""
-    sentences: list[Sentence] = []
-    for item in chosen:
-        previous = passages.neighbour(item.sentence, -1)
-        opens = _PRONOUN_START.match(item.sentence.text.lower())
-        if previous is not None and previous.block == item.sentence.block and opens:
-            sentences.append(previous)
-        sentences.append(item.sentence)
-        reply = passages.neighbour(item.sentence, 1)
-        if reply is not None and _is_question(item.sentence.text):
-            sentences.append(reply)
+def _frame(question: Asked, item: _Scored, passages: _Passages) -> list[Sentence]:
+    """The sentence with what it needs to be read alone: the sentence before it in its block when it refers back
+    to it (it opens with a pronoun, has one before any name, or says nothing the question does not), and after a
+    question in the text (a chat message asking) its reply."""
+    sentence = item.sentence
+    framed = [sentence]
+    previous = passages.neighbour(sentence, -1)
+    if previous is not None and previous.block == sentence.block and _refers_back(question, item):
+        framed.insert(0, previous)
+    reply = passages.neighbour(sentence, 1)
+    if reply is not None and _is_question(sentence.text):
+        framed.append(reply)
+    return framed
+
+
+def _refers_back(question: Asked, item: _Scored) -> bool:
+    """Does the sentence lean on the one before it: it opens with a pronoun, uses one before naming anyone, or
+    holds neither an answer of the kind asked nor a word beyond the question's own, its speaker's name and
+    greetings ("Perfect for fitness lovers!")?"""
+    sentence = item.sentence
+    text = sentence.text
+    if _PRONOUN_START.match(text.lower()):
+        return True
+    if is_cjk(text[0]):
+        return False
+    pronoun = _PRONOUN.search(text)
+    if pronoun is not None and not _NAME_BEFORE.search(text[: pronoun.start()]):
+        return True
+    own = stems(text) - stems(sentence.label) - _INTERJECTIONS
+    return not item.typed and not own - frozenset(question.terms) - question.words
+
+
+def _framed(question: Asked, sentences: list[Sentence], passages: _Passages) -> list[Sentence]:
+    """The chosen sentences, and when a date is asked and none of them holds one, the nearest date above the
+    first in its chunk (a chat session's time, a dated heading line)."""
     if AnswerKind.DATE in question.kinds and not any(holds_calendar_date(s.text, question) for s in sentences):
-        dated = passages.dated_before(chosen[0].sentence, question)
+        dated = passages.dated_before(sentences[0], question)
         sentences = [dated, *sentences] if dated is not None else sentences
     return list(dict.fromkeys(sentences))
 
@@ -257,7 +308,7 @@ def compose_extractive_answer(question: str, evidence: Sequence[RetrievalResult]
     wanted = asked(question)
     scored = _score(wanted, passages, wanted.kinds)
     if scored:
-        sentences = _framed(wanted, _choose(wanted, scored, _best_per_part(wanted, passages)), passages)
+        sentences = _framed(wanted, _choose(wanted, scored, _best_per_part(wanted, passages), passages), passages)
     else:
         sentences = passages.sentences[:1]
     return f"{EXTRACTIVE_NOTICE}\n\n{_render(sentences)}"
