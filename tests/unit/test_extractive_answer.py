@@ -316,3 +316,12 @@ def test_a_sentence_saying_nothing_beyond_the_question_brings_the_one_before_it(
     )
     answer = body(compose_extractive_answer("What does Nadia think is perfect for hikers like Owen?", [chunk(text)]))
     assert answer.startswith("Nadia: We're launching a new line of rye crackers this week! Perfect for hikers")
+
+
+def test_a_chat_question_is_answered_by_the_next_message_from_someone_else() -> None:
+    text = (
+        "Mara: Are we still on for the picnic on Sunday? I bought a new blanket.\n"
+        "Tomas: Sorry, I am visiting my aunt that day.\nMara: Oh well, next time then."
+    )
+    answer = body(compose_extractive_answer("Is the picnic on Sunday still on?", [chunk(text)]))
+    assert answer.startswith("Mara: Are we still on for the picnic on Sunday? Tomas: Sorry, I am visiting my aunt")

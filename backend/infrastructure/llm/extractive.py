@@ -13,10 +13,10 @@ about 7 pm?"). The best sentence is quoted (for a compound question, the best fo
 ones while they score close to it, fit a short answer and do not repeat one quoted already (share most of the
 shorter one's content words, itself or what it brings). A quoted sentence that leans on the one before it in its
 block brings it (it opens with a pronoun, has one before any name, or says nothing the question does not: "Perfect
-for fitness lovers like you."), a quoted question (a chat message asking) its reply, and an answer to "when" without
-a calendar date (only "tomorrow", "last week") the nearest one above it in its chunk. Sentences are quoted in the
-order they were chosen in, each run from one source followed by its citation marker. When nothing in the evidence
-shares a term with the question, the first
+for fitness lovers like you."), a quoted question its reply (in a chat, the next message by someone else), and an
+answer to "when" without a calendar date (only "tomorrow", "last week") the nearest one above it in its chunk.
+Sentences are quoted in the order they were chosen in, each run from one source followed by its citation marker.
+When nothing in the evidence shares a term with the question, the first
 sentence of the top chunk stands in.
 """
 
@@ -135,6 +135,15 @@ class _Passages:
         found = self.sentences[index] if 0 <= index < len(self.sentences) else None
         return found if found is not None and found.source == sentence.source else None
 
+    def reply(self, sentence: Sentence) -> Sentence | None:
+        """The sentence after `sentence` in its chunk; in a chat, the first of the next message by someone else."""
+        step = 1
+        while (found := self.neighbour(sentence, step)) is not None and sentence.label and found.label:
+            if found.label != sentence.label and found.block != sentence.block:
+                return found
+            step += 1
+        return found
+
     def dated_before(self, sentence: Sentence, question: Asked) -> Sentence | None:
         """The nearest sentence above `sentence` in its chunk that holds a date."""
         for index in range(self.index[sentence] - 1, -1, -1):
@@ -236,13 +245,13 @@ def _repeats(words: frozenset[str], other: frozenset[str]) -> bool:
 def _frame(question: Asked, item: _Scored, passages: _Passages) -> list[Sentence]:
     """The sentence with what it needs to be read alone: the sentence before it in its block when it refers back
     to it (it opens with a pronoun, has one before any name, or says nothing the question does not), and after a
-    question in the text (a chat message asking) its reply."""
+    question in the text its reply (in a chat, the next message by someone else)."""
     sentence = item.sentence
     framed = [sentence]
     previous = passages.neighbour(sentence, -1)
     if previous is not None and previous.block == sentence.block and _refers_back(question, item):
         framed.insert(0, previous)
-    reply = passages.neighbour(sentence, 1)
+    reply = passages.reply(sentence)
     if reply is not None and _is_question(sentence.text):
         framed.append(reply)
     return framed
