@@ -325,3 +325,9 @@ def test_a_chat_question_is_answered_by_the_next_message_from_someone_else() -> 
     )
     answer = body(compose_extractive_answer("Is the picnic on Sunday still on?", [chunk(text)]))
     assert answer.startswith("Mara: Are we still on for the picnic on Sunday? Tomas: Sorry, I am visiting my aunt")
+
+
+def test_a_pronoun_after_a_name_refers_to_that_name() -> None:
+    text = "The shop opens at nine. Corin sells the honey of his bees at the gate."
+    answer = body(compose_extractive_answer("Who sells honey at the gate?", [chunk(text)]))
+    assert answer.startswith("Corin sells the honey of his bees")

@@ -36,6 +36,7 @@ from backend.infrastructure.llm.extractive_questions import (
     asked,
     holds,
     holds_calendar_date,
+    names,
     stem,
     stems,
 )
@@ -63,7 +64,6 @@ _ASKS = re.compile(r"[?？][^\w?？]*$")
 _PRONOUN_START = re.compile(r"^(?:he|she|it|they|this|these|that|those|his|her|its|their|him|them)\b|^[他她它其该此]")
 # A third-person pronoun inside a sentence; it refers back to an earlier sentence unless a name comes before it.
 _PRONOUN = re.compile(r"\b(?:he|she|it|they|his|her|its|their|him|them)\b", re.IGNORECASE)
-_NAME_BEFORE = re.compile(r"(?<=\w\s)[A-Z]")
 # Greetings and reactions: words of a chat message that add nothing to what it says.
 _INTERJECTIONS = frozenset(
     stem(w)
@@ -249,7 +249,7 @@ def _frame(question: Asked, item: _Scored, passages: _Passages) -> list[Sentence
     sentence = item.sentence
     framed = [sentence]
     previous = passages.neighbour(sentence, -1)
-    if previous is not None and previous.block == sentence.block and _refers_back(question, item):
+    if previous is not None and previous.block == sentence.block and _refers_back(question, item, passages):
         framed.insert(0, previous)
     reply = passages.reply(sentence)
     if reply is not None and _is_question(sentence.text):
@@ -257,7 +257,7 @@ def _frame(question: Asked, item: _Scored, passages: _Passages) -> list[Sentence
     return framed
 
 
-def _refers_back(question: Asked, item: _Scored) -> bool:
+def _refers_back(question: Asked, item: _Scored, passages: _Passages) -> bool:
     """Does the sentence lean on the one before it: it opens with a pronoun, uses one before naming anyone, or
     holds neither an answer of the kind asked nor a word beyond the question's own, its speaker's name and
     greetings ("Perfect for fitness lovers!")?"""
@@ -268,7 +268,7 @@ def _refers_back(question: Asked, item: _Scored) -> bool:
     if is_cjk(text[0]):
         return False
     pronoun = _PRONOUN.search(text)
-    if pronoun is not None and not _NAME_BEFORE.search(text[: pronoun.start()]):
+    if pronoun is not None and not names(text[: pronoun.start()], passages.lower_words):
         return True
     own = stems(text) - stems(sentence.label) - _INTERJECTIONS
     return not item.typed and not own - frozenset(question.terms) - question.words

@@ -204,11 +204,11 @@ def _focus(question: str) -> tuple[str, ...]:
     """Quoted titles and runs of capitalised words (two or more, or one past the first word) of the question; in
     a Chinese question its first noun (the subject: "张世昌的职业是什么" is about 张世昌)."""
     titles = ["".join(groups).strip() for groups in _TITLE.findall(question)]
-    names = [n for n in _names(question, frozenset()) if len(n) > 2]
+    named = [n for n in names(question, frozenset()) if len(n) > 2]
     if not titles and any(is_cjk(char) for char in question):
         nouns = [w for w, flag in _tagged(question) if flag.startswith(("n", "eng")) and len(w) > 1 and is_cjk(w[0])]
-        names = [*nouns[:1], *names]
-    return tuple(dict.fromkeys(f.lower() for f in [*titles, *names] if f))
+        named = [*nouns[:1], *named]
+    return tuple(dict.fromkeys(f.lower() for f in [*titles, *named] if f))
 
 
 @lru_cache(maxsize=16384)
@@ -242,7 +242,7 @@ def holds(sentence: str, kind: AnswerKind, question: Asked, lower_words: frozens
     if kind is AnswerKind.PLACE:
         places = _PLACE_AFTER.findall(sentence) + _PLACE_WORDS.findall(sentence)
         return _new(places, question)
-    people = [name for name in _names(sentence, lower_words) if not _PLACE_WORDS.search(name.split()[-1])]
+    people = [name for name in names(sentence, lower_words) if not _PLACE_WORDS.search(name.split()[-1])]
     return _new(people, question)
 
 
@@ -253,7 +253,7 @@ def holds_calendar_date(sentence: str, question: Asked) -> bool:
     return _new_cjk(found, question) if any(is_cjk(char) for char in sentence) else _new(found, question)
 
 
-def _names(sentence: str, lower_words: frozenset[str]) -> list[str]:
+def names(sentence: str, lower_words: frozenset[str]) -> list[str]:
     """Capitalised words and runs of them (not months or weekdays); the sentence's first word alone only when
     the evidence never writes it in lower case."""
     found = []
@@ -285,7 +285,7 @@ def _holds_chinese(sentence: str, kind: AnswerKind, question: Asked) -> bool:
         return True
     if kind is AnswerKind.NUMBER and _new_cjk(_NUMBER.findall(sentence), question):
         return True
-    if kind is AnswerKind.PERSON and _new(_names(sentence, frozenset()), question):
+    if kind is AnswerKind.PERSON and _new(names(sentence, frozenset()), question):
         return True  # a Latin name in Chinese text ("建筑师Henry A. Walsh")
     tagged = _tagged(sentence)
     return any(flag.startswith(_CJK_TAGS[kind]) and word not in question.text for word, flag in tagged)
