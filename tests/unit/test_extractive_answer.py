@@ -331,3 +331,9 @@ def test_a_pronoun_after_a_name_refers_to_that_name() -> None:
     text = "The shop opens at nine. Corin sells the honey of his bees at the gate."
     answer = body(compose_extractive_answer("Who sells honey at the gate?", [chunk(text)]))
     assert answer.startswith("Corin sells the honey of his bees")
+
+
+def test_a_compound_word_the_evidence_never_uses_is_found_by_its_two_words() -> None:
+    text = "The shop opens at nine. Corin looks after the hives and sells the honey of his bees at the gate."
+    answer = body(compose_extractive_answer("Who tends the beehives?", [chunk(text)]))
+    assert answer.startswith("Corin looks after the hives")

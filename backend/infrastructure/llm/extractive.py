@@ -6,7 +6,8 @@ relationship and community results are the graph's own summaries, not the docume
 
 A sentence scores by the question terms it holds (rarer terms weigh more; terms of its heading and of the sentences
 before it in the same paragraph or list item count for less, so "Strength 7.2% ABV." under "Old Tobias" is about Old
-Tobias; a chat message's speaker counts as a term of each of its sentences) and by whether it holds an answer of the
+Tobias; a chat message's speaker counts as a term of each of its sentences; a compound word the evidence never
+uses counts by its two words, "beehives" by "bee" and "hive") and by whether it holds an answer of the
 kind the question asks for (a person, a date, a place, a number: `extractive_questions`; a chat message's speaker is
 a person), and for less when it asks a question itself (unless the question offers an answer of the kind asked: "How
 about 7 pm?"). The best sentence is quoted (for a compound question, the best for each of its questions); further
@@ -59,6 +60,7 @@ FOCUS_WEIGHT = 0.5  # how much naming the question's focus (a name, a title) add
 CLOSE_ENOUGH = 0.3  # a further sentence's score against the best one's
 QUESTION_PENALTY = 0.5  # a sentence that asks a question, against one that states
 RANK_DECAY = 0.03  # per place of its source in the evidence
+MIN_PART = 3  # letters of each word of a compound word
 REPEATED = 0.7  # share of the shorter one's terms that two sentences share when one repeats the other
 _ASKS = re.compile(r"[?？][^\w?？]*$")
 _PRONOUN_START = re.compile(r"^(?:he|she|it|they|this|these|that|those|his|her|its|their|him|them)\b|^[他她它其该此]")
@@ -112,6 +114,8 @@ class _Passages:
         self.context_texts = [text for text, _ in contexts]
         self.context_stems = [found for _, found in contexts]
         self.lower_words = frozenset(w for s in self.sentences for w in re.findall(r"\b[a-z][\w'’-]*", s.text))
+        self.vocabulary: frozenset[str] = frozenset().union(*self.stems)
+        self._parts: dict[str, tuple[str, ...]] = {}
 
     def _context(self, index: int) -> tuple[str, frozenset[str]]:
         sentence = self.sentences[index]
@@ -127,7 +131,28 @@ class _Passages:
         """(in the sentence, in its context): 1 or 0 for a word; for a CJK term the share of it found."""
         if is_cjk(term[0]):
             return cjk_presence(term, self.texts[index]), cjk_presence(term, self.context_texts[index])
-        return float(term in self.stems[index]), float(term in self.context_stems[index])
+        parts = self.parts(term)
+        own, context = self.stems[index], self.context_stems[index]
+        if parts:
+            return sum(p in own for p in parts) / len(parts), sum(p in context for p in parts) / len(parts)
+        return float(term in own), float(term in context)
+
+    def parts(self, term: str) -> tuple[str, ...]:
+        """A compound word the evidence never uses, as the two words of it that the evidence does use ("beehives":
+        "bee", "hive"); else ()."""
+        if term not in self._parts:
+            self._parts[term] = self._split(term)
+        return self._parts[term]
+
+    def _split(self, term: str) -> tuple[str, ...]:
+        if term in self.vocabulary or not term.isalpha() or len(term) < 2 * MIN_PART:
+            return ()
+        for cut in range(MIN_PART, len(term) - MIN_PART + 1):
+            head, tail = term[:cut], term[cut:]
+            ends = sorted((w for w in self.vocabulary if w.startswith(tail) and len(w) <= len(tail) + 1), key=len)
+            if head in self.vocabulary and ends:
+                return head, ends[0]
+        return ()
 
     def neighbour(self, sentence: Sentence, step: int) -> Sentence | None:
         """The sentence `step` places after `sentence` (before it when negative) in its chunk, if any."""
