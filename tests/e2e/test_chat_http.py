@@ -266,7 +266,8 @@ async def test_health_ready_and_kbs(client: httpx.AsyncClient) -> None:
     assert (await client.get("/health")).json() == {"status": "ok"}
     ready = await client.get("/ready")
     assert ready.status_code == 200
-    assert ready.json() == {"ready": True, "checks": {"conversation_store": "ok", "knowledge_store": "ok"}}
+    checks = {"conversation_store": "ok", "knowledge_store": "ok", "job_store": "ok"}
+    assert ready.json() == {"ready": True, "checks": checks}
     kbs = (await client.get("/api/v1/kbs")).json()
     assert [kb["kb_prefix"] for kb in kbs["knowledge_bases"]] == ["orchard"]
     assert kbs["agent_types"] == sorted(

@@ -155,7 +155,7 @@ async def test_a_document_reads_back_as_its_text_and_its_chunks(client: httpx.As
         for p in range(6)
     )
     long = {"title": "Prüm annals", "text": text, "source": "annals/prum.md"}
-    ingest = await client.post("/api/v1/kbs/history/documents", json={"documents": [long]}, headers=admin())
+    ingest = await client.post("/api/v1/kbs/history/documents?wait=true", json={"documents": [long]}, headers=admin())
     [doc_id] = ingest.json()["doc_ids"]
     url = f"/api/v1/kbs/history/documents/{doc_id}"
 
@@ -192,9 +192,11 @@ async def test_reading_a_missing_document_is_an_error_body(
 
 async def test_a_changed_document_counts_once_as_replaced(client: httpx.AsyncClient) -> None:
     await create_history_kb(client)
-    await client.post("/api/v1/kbs/history/documents", json={"documents": TWO_HOP}, headers=admin())
+    await client.post("/api/v1/kbs/history/documents?wait=true", json={"documents": TWO_HOP}, headers=admin())
     edited = {**TWO_HOP[2], "text": "Hugh of Tours was a count in Alsace and Tours, and the father of Ermengarde."}
-    response = await client.post("/api/v1/kbs/history/documents", json={"documents": [edited]}, headers=admin())
+    response = await client.post(
+        "/api/v1/kbs/history/documents?wait=true", json={"documents": [edited]}, headers=admin()
+    )
     report = response.json()
     assert (report["documents_added"], report["documents_replaced"], report["documents_unchanged"]) == (0, 1, 0)
     documents = (await client.get("/api/v1/kbs/history/documents", headers=reader())).json()["documents"]

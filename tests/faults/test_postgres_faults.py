@@ -81,6 +81,7 @@ async def test_postgres_down_at_start_up_then_up_without_a_restart(
             assert down["ready"] is False
             assert down["checks"]["conversation_store"] == "unavailable"
             assert down["checks"]["knowledge_store"] == "ok"
+            assert down["checks"]["job_store"] == "unavailable"  # the jobs are in the same Postgres
 
             chat = await http.post("/api/v1/chat", json=_general(session, "first try"))
             stream = await read_stream(http, "/api/v1/chat/stream", _general(session, "second try"))
@@ -92,7 +93,7 @@ async def test_postgres_down_at_start_up_then_up_without_a_restart(
             started = time.monotonic()
             up = await _until_ready(http)
             recovered_s = time.monotonic() - started
-            assert up["checks"] == {"conversation_store": "ok", "knowledge_store": "ok"}
+            assert up["checks"] == {"conversation_store": "ok", "knowledge_store": "ok", "job_store": "ok"}
             answered = await read_stream(http, "/api/v1/chat/stream", _general(session, "third try"))
             stored = await messages(http, session)
 
