@@ -6,41 +6,34 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Sequence
-from dataclasses import fields
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
 from backend.application.ports.ingestion import SourceDocument
-from backend.application.ports.jobs import QueuedDocument, StartedBatch
+from backend.application.ports.jobs import StartedBatch
 from backend.domain.errors import JobStoreUnavailable
 from backend.domain.jobs import (
     BatchRef,
     DocumentResult,
-    DocumentStatus,
     IngestionJob,
     JobCounts,
     JobDocument,
     JobStatus,
 )
+from backend.infrastructure.jobs import records
 from backend.infrastructure.persistence.postgres.database import SCHEMA_DIR, PostgresDatabase
 
-FAILURES_SHOWN = 20  # failed documents a job's record lists (all of them: `documents`)
 _SCHEMA_LOCK_KEY = 0x6772_6167_6A6F_6273  # "gragjobs"
-_COUNTS = tuple(f.name for f in fields(JobCounts))
-_JOB_COLUMNS = (
-    "id, kb_prefix, status, created_by, created_at, updated_at, started_at, finished_at, total, processed, batches, "
-    + ", ".join(_COUNTS)
-    + ", error"
-)
 _UNFINISHED = "('queued', 'running')"
-_SELECT_JOB = f"SELECT {_JOB_COLUMNS} FROM ingestion_jobs WHERE id = $1"
-_SELECT_FAILURES = """
-    SELECT position, title, source, status, doc_id, error FROM ingestion_documents
+_SELECT_JOB = f"SELECT {records.JOB_COLUMNS} FROM ingestion_jobs WHERE id = $1"
+_SELECT_FAILURES = f"""
+    SELECT {records.DOCUMENT_COLUMNS} FROM ingestion_documents
     WHERE job_id = $1 AND status = 'failed' ORDER BY position LIMIT $2
 """
 _ADD_COUNTS = (
     "UPDATE ingestion_jobs SET "
-    + ", ".join(f"{name} = {name} + ${n}" for n, name in enumerate(_COUNTS, start=3))
+    + ", ".join(f"{name} = {name} + ${n}" for n, name in enumerate(records.COUNTS, start=3))
     + ", processed = processed + $2, updated_at = clock_timestamp() WHERE id = $1"
 )
 
@@ -109,7 +102,8 @@ class PostgresJobStore:
     async def list_jobs(self, kb_prefix: str, limit: int) -> list[IngestionJob]:
         async with self._database.connection() as conn:
             rows = await conn.fetch(
-                f"SELECT {_JOB_COLUMNS} FROM ingestion_jobs WHERE kb_prefix = $1 ORDER BY created_at DESC LIMIT $2",
+                f"SELECT {records.JOB_COLUMNS} FROM ingestion_jobs "
+                "WHERE kb_prefix = $1 ORDER BY created_at DESC LIMIT $2",
                 kb_prefix,
                 limit,
             )
@@ -121,13 +115,13 @@ class PostgresJobStore:
             return []
         async with self._database.connection() as conn:
             rows = await conn.fetch(
-                "SELECT position, title, source, status, doc_id, error FROM ingestion_documents "
+                f"SELECT {records.DOCUMENT_COLUMNS} FROM ingestion_documents "
                 "WHERE job_id = $1 ORDER BY position LIMIT $2 OFFSET $3",
                 key,
                 limit,
                 offset,
             )
-        return [_document(row) for row in rows]
+        return [records.document(row) for row in rows]
 
     async def cancel(self, job_id: str) -> IngestionJob | None:
         key = _key(job_id)
@@ -168,12 +162,14 @@ class PostgresJobStore:
                 key,
             )
             rows = await conn.fetch(
-                "SELECT position, title, source, text, metadata FROM ingestion_documents "
+                f"SELECT {records.QUEUED_COLUMNS} FROM ingestion_documents "
                 "WHERE job_id = $1 AND batch = $2 AND status = 'pending' ORDER BY position",
                 key,
                 ref.batch,
             )
-            return StartedBatch(await _job(conn, key), tuple(_queued(row) for row in rows))
+            return StartedBatch(
+                await _job(conn, key), tuple(records.queued(row, dict(row["metadata"])) for row in rows)
+            )
 
     async def record(self, ref: BatchRef, results: Sequence[DocumentResult], counts: JobCounts) -> None:
         key = uuid.UUID(ref.job_id)
@@ -193,7 +189,7 @@ class PostgresJobStore:
                 )
                 changed += int(status.split()[-1])
             if changed:
-                await conn.execute(_ADD_COUNTS, key, changed, *(getattr(counts, name) for name in _COUNTS))
+                await conn.execute(_ADD_COUNTS, key, changed, *(getattr(counts, name) for name in records.COUNTS))
 
     async def finish_batch(self, ref: BatchRef) -> IngestionJob:
         key = uuid.UUID(ref.job_id)
@@ -294,31 +290,9 @@ async def _job(conn: Any, key: uuid.UUID) -> IngestionJob:
 
 
 async def _with_failures(conn: Any, row: Any) -> IngestionJob:
-    failed = await conn.fetch(_SELECT_FAILURES, row["id"], FAILURES_SHOWN)
-    return IngestionJob(
-        job_id=str(row["id"]),
-        kb_prefix=row["kb_prefix"],
-        status=JobStatus(row["status"]),
-        created_by=row["created_by"],
-        created_at=row["created_at"],
-        updated_at=row["updated_at"],
-        total=row["total"],
-        processed=row["processed"],
-        batches=row["batches"],
-        counts=JobCounts(*(row[name] for name in _COUNTS)),
-        failures=tuple(_document(item) for item in failed),
-        error=row["error"],
-        started_at=row["started_at"],
-        finished_at=row["finished_at"],
-    )
+    failed = await conn.fetch(_SELECT_FAILURES, row["id"], records.FAILURES_SHOWN)
+    return records.job(row, failed, _as_is)
 
 
-def _document(row: Any) -> JobDocument:
-    return JobDocument(
-        row["position"], row["title"], row["source"], DocumentStatus(row["status"]), row["doc_id"], row["error"]
-    )
-
-
-def _queued(row: Any) -> QueuedDocument:
-    document = SourceDocument(row["title"], row["text"], dict(row["metadata"]), row["source"])
-    return QueuedDocument(row["position"], document)
+def _as_is(value: datetime) -> datetime:
+    return value

@@ -11,7 +11,6 @@ import json
 import time
 import uuid
 from collections.abc import Sequence
-from dataclasses import fields
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -19,21 +18,19 @@ from typing import Any
 import aiosqlite
 
 from backend.application.ports.ingestion import SourceDocument
-from backend.application.ports.jobs import QueuedDocument, StartedBatch
+from backend.application.ports.jobs import StartedBatch
 from backend.domain.errors import JobStoreUnavailable
 from backend.domain.jobs import (
     BatchRef,
     DocumentResult,
-    DocumentStatus,
     IngestionJob,
     JobCounts,
     JobDocument,
     JobStatus,
 )
+from backend.infrastructure.jobs import records
 from backend.infrastructure.persistence.sqlite.database import SqliteDatabase, utc_now
 
-FAILURES_SHOWN = 20  # failed documents a job's record lists (all of them: `documents`)
-_COUNTS = tuple(f.name for f in fields(JobCounts))
 _UNFINISHED = (JobStatus.QUEUED.value, JobStatus.RUNNING.value)
 
 _SCHEMA: tuple[str, ...] = (
@@ -49,7 +46,7 @@ _SCHEMA: tuple[str, ...] = (
         total       INTEGER NOT NULL,
         processed   INTEGER NOT NULL DEFAULT 0,
         batches     INTEGER NOT NULL,
-        {", ".join(f"{name} INTEGER NOT NULL DEFAULT 0" for name in _COUNTS)},
+        {", ".join(f"{name} INTEGER NOT NULL DEFAULT 0" for name in records.COUNTS)},
         error       TEXT
     )""",
     "CREATE INDEX IF NOT EXISTS ingestion_jobs_kb_idx ON ingestion_jobs (kb_prefix, created_at)",
@@ -76,11 +73,6 @@ _SCHEMA: tuple[str, ...] = (
         PRIMARY KEY (job_id, position)
     )""",
     "CREATE INDEX IF NOT EXISTS ingestion_documents_batch_idx ON ingestion_documents (job_id, batch, status)",
-)
-_JOB_COLUMNS = (
-    "id, kb_prefix, status, created_by, created_at, updated_at, started_at, finished_at, total, processed, batches, "
-    + ", ".join(_COUNTS)
-    + ", error"
 )
 _CLAIM = f"""
     SELECT b.job_id, b.batch FROM ingestion_batches AS b JOIN ingestion_jobs AS j ON j.id = b.job_id
@@ -147,7 +139,8 @@ class SqliteJobStore:
     async def list_jobs(self, kb_prefix: str, limit: int) -> list[IngestionJob]:
         async with self._database.session() as db:
             rows = await db.execute_fetchall(
-                f"SELECT {_JOB_COLUMNS} FROM ingestion_jobs WHERE kb_prefix = ? ORDER BY created_at DESC LIMIT ?",
+                f"SELECT {records.JOB_COLUMNS} FROM ingestion_jobs "
+                "WHERE kb_prefix = ? ORDER BY created_at DESC LIMIT ?",
                 (kb_prefix, limit),
             )
             return [await _with_failures(db, row) for row in rows]
@@ -155,11 +148,11 @@ class SqliteJobStore:
     async def documents(self, job_id: str, offset: int, limit: int) -> list[JobDocument]:
         async with self._database.session() as db:
             rows = await db.execute_fetchall(
-                "SELECT position, title, source, status, doc_id, error FROM ingestion_documents "
+                f"SELECT {records.DOCUMENT_COLUMNS} FROM ingestion_documents "
                 "WHERE job_id = ? ORDER BY position LIMIT ? OFFSET ?",
                 (job_id, limit, offset),
             )
-        return [_document(row) for row in rows]
+        return [records.document(row) for row in rows]
 
     async def cancel(self, job_id: str) -> IngestionJob | None:
         async with self._database.transaction() as db:
@@ -192,11 +185,13 @@ class SqliteJobStore:
                 (stamp, stamp, ref.job_id),
             )
             rows = await db.execute_fetchall(
-                "SELECT position, title, source, text, metadata FROM ingestion_documents "
+                f"SELECT {records.QUEUED_COLUMNS} FROM ingestion_documents "
                 "WHERE job_id = ? AND batch = ? AND status = 'pending' ORDER BY position",
                 (ref.job_id, ref.batch),
             )
-            return StartedBatch(await _job(db, ref.job_id), tuple(_queued(row) for row in rows))
+            return StartedBatch(
+                await _job(db, ref.job_id), tuple(records.queued(row, json.loads(row["metadata"])) for row in rows)
+            )
 
     async def record(self, ref: BatchRef, results: Sequence[DocumentResult], counts: JobCounts) -> None:
         async with self._database.transaction() as db:
@@ -219,7 +214,7 @@ class SqliteJobStore:
                 )
                 changed += cursor.rowcount
             if changed:
-                added = ", ".join(f"{name} = {name} + :{name}" for name in _COUNTS)
+                added = ", ".join(f"{name} = {name} + :{name}" for name in records.COUNTS)
                 await db.execute(
                     f"UPDATE ingestion_jobs SET {added}, processed = processed + :changed, updated_at = :now "
                     "WHERE id = :job_id",
@@ -292,7 +287,7 @@ class SqliteJobStore:
 
 
 async def _find_job(db: aiosqlite.Connection, job_id: str) -> IngestionJob | None:
-    rows = list(await db.execute_fetchall(f"SELECT {_JOB_COLUMNS} FROM ingestion_jobs WHERE id = ?", (job_id,)))
+    rows = list(await db.execute_fetchall(f"SELECT {records.JOB_COLUMNS} FROM ingestion_jobs WHERE id = ?", (job_id,)))
     return await _with_failures(db, rows[0]) if rows else None
 
 
@@ -304,38 +299,8 @@ async def _job(db: aiosqlite.Connection, job_id: str) -> IngestionJob:
 
 async def _with_failures(db: aiosqlite.Connection, row: Any) -> IngestionJob:
     failed = await db.execute_fetchall(
-        "SELECT position, title, source, status, doc_id, error FROM ingestion_documents "
+        f"SELECT {records.DOCUMENT_COLUMNS} FROM ingestion_documents "
         "WHERE job_id = ? AND status = 'failed' ORDER BY position LIMIT ?",
-        (row["id"], FAILURES_SHOWN),
+        (row["id"], records.FAILURES_SHOWN),
     )
-    return IngestionJob(
-        job_id=row["id"],
-        kb_prefix=row["kb_prefix"],
-        status=JobStatus(row["status"]),
-        created_by=row["created_by"],
-        created_at=datetime.fromisoformat(row["created_at"]),
-        updated_at=datetime.fromisoformat(row["updated_at"]),
-        total=row["total"],
-        processed=row["processed"],
-        batches=row["batches"],
-        counts=JobCounts(*(row[name] for name in _COUNTS)),
-        failures=tuple(_document(item) for item in failed),
-        error=row["error"],
-        started_at=_time(row["started_at"]),
-        finished_at=_time(row["finished_at"]),
-    )
-
-
-def _time(value: str | None) -> datetime | None:
-    return None if value is None else datetime.fromisoformat(value)
-
-
-def _document(row: Any) -> JobDocument:
-    return JobDocument(
-        row["position"], row["title"], row["source"], DocumentStatus(row["status"]), row["doc_id"], row["error"]
-    )
-
-
-def _queued(row: Any) -> QueuedDocument:
-    document = SourceDocument(row["title"], row["text"], json.loads(row["metadata"]), row["source"])
-    return QueuedDocument(row["position"], document)
+    return records.job(row, failed, datetime.fromisoformat)
