@@ -15,7 +15,13 @@ from backend.application.knowledge.knowledge_service import KnowledgeService
 from backend.application.ports.ingestion import IndexReport, ProgressCallback, SourceDocument
 from backend.application.ports.jobs import JobStore
 from backend.domain import ids
-from backend.domain.errors import InvalidRequest, KnowledgeStoreUnavailable, NotFound, UnknownKnowledgeBase
+from backend.domain.errors import (
+    InvalidRequest,
+    JobStoreUnavailable,
+    KnowledgeStoreUnavailable,
+    NotFound,
+    UnknownKnowledgeBase,
+)
 from backend.domain.graph import DocumentRecord
 from backend.domain.jobs import BatchRef, DocumentStatus, JobStatus
 from backend.domain.knowledge_base import KnowledgeBase
@@ -336,3 +342,15 @@ def test_server_settings_in_the_dsn_reach_libpq_as_options() -> None:
         "postgresql://u:p@db:5432/app?sslmode=require&application_name=x&options=-c%20search_path%3Dtest_1"
     )
     assert libpq_conninfo("postgresql://db/app") == "postgresql://db/app"
+
+
+async def test_a_job_stored_but_not_queued_is_still_accepted(setup: Setup) -> None:
+    class QueueDown:
+        async def dispatch(self, batches: Sequence[BatchRef]) -> None:
+            raise JobStoreUnavailable("the queue's Postgres refused the connection")
+
+    jobs = IngestionJobs(setup.knowledge, setup.store, QueueDown(), BATCH)
+    job = await jobs.submit("notes", "alice", docs("a", "b"))
+    assert (await jobs.get(job.job_id)).status is JobStatus.QUEUED  # stored: the upkeep queues it later
+    await setup.run_all()
+    assert (await jobs.get(job.job_id)).status is JobStatus.DONE

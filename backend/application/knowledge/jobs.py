@@ -24,6 +24,7 @@ from backend.domain.errors import (
     InvalidRequest,
     KnowledgeStoreUnavailable,
     NotFound,
+    StoreUnavailable,
     UnknownKnowledgeBase,
 )
 from backend.domain.jobs import (
@@ -58,7 +59,10 @@ class IngestionJobs:
         if not documents:
             raise InvalidRequest("no document with text was found")
         job = await self._store.create(kb_prefix, created_by, documents, self._batch_size)
-        await self._dispatcher.dispatch([BatchRef(job.job_id, batch) for batch in range(job.batches)])
+        try:
+            await self._dispatcher.dispatch([BatchRef(job.job_id, batch) for batch in range(job.batches)])
+        except StoreUnavailable as error:  # the job is stored: the workers' upkeep queues it (or claims it) later
+            logger.warning("job %s is stored but not queued yet: %s", job.job_id, error.message)
         logger.info("job %s: %d documents for kb=%s in %d batches", job.job_id, job.total, kb_prefix, job.batches)
         return job
 
