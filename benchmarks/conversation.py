@@ -49,7 +49,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
-import bm25s  # type: ignore[import-untyped]
+import bm25s
 import jieba  # type: ignore[import-untyped]
 import numpy as np
 

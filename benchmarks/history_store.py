@@ -326,7 +326,7 @@ async def run_phase(target: Target, sessions: int, total_turns: int, tag: str) -
             started = await timed("start", target.start(user_id, session_id, question, HISTORY_LIMIT))
             if len(started.earlier) != min(2 * turn, HISTORY_LIMIT):
                 raise RuntimeError(f"{target.name}: turn {turn} read {len(started.earlier)} earlier messages")
-            answer = NewMessage(Role.ASSISTANT, ANSWER_TEXT, CITATIONS, DEBUG, True, request_id)
+            answer = NewMessage(Role.ASSISTANT, ANSWER_TEXT, CITATIONS, debug=DEBUG, request_id=request_id)
             await timed("append", target.append(started.conversation_id, answer))
 
     cpu_before, started = time.process_time(), time.perf_counter()

@@ -110,7 +110,8 @@ def retrieval_goals(latest: J) -> list[J]:
 
 def choice_goals(latest: J) -> list[J]:
     """The router's default choice against the best single agent, and fusion against its best member."""
-    retrieval, judged = latest["retrieval"], {CHOICE: [], FUSION: []}
+    retrieval = latest["retrieval"]
+    judged: dict[str, list[tuple[str, bool]]] = {CHOICE: [], FUSION: []}
     for key, figure in CHOICE_FIGURES:
         rows = retrieval[key]
         found = {a: num(r.get(figure)) for a, r in rows.items() if a not in (BASELINE, *judged)}

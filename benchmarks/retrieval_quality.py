@@ -54,7 +54,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import bm25s  # type: ignore[import-untyped]
+import bm25s
 import jieba  # type: ignore[import-untyped]
 
 from backend.bootstrap import open_knowledge_service
