@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from backend.application.services import ServiceContainer
-from backend.server import web
+from backend.server import api_docs, web
 from backend.server.api import agui, health, openai_facade
 from backend.server.api.rest.v1 import chat, feedback, history, jobs, knowledge_bases
 from backend.server.body_limit import BodySizeLimit
@@ -33,6 +33,8 @@ def create_app(open_services: OpenServices, config: ServerConfig) -> FastAPI:
         title="GraphRAG Router→Worker backend",
         version="0.1.0",
         lifespan=lifespan,
+        docs_url=None,  # api_docs serves /docs with local assets
+        redoc_url=None,
     )
     # Middlewares run in the reverse order of adding: HEAD as GET, rate limit, body size, then the body's text.
     app.add_middleware(TextGuard)
@@ -45,4 +47,5 @@ def create_app(open_services: OpenServices, config: ServerConfig) -> FastAPI:
     install_error_handlers(app)
     for module in (chat, history, feedback, knowledge_bases, jobs, health, agui, openai_facade, web):
         app.include_router(module.router)
+    api_docs.install(app)
     return app

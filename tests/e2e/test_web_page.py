@@ -1,5 +1,6 @@
 """The built-in web chat page (/ui/) in headless Chromium against the live server: streaming text,
-citations, the route decision, history after a reload, stop, errors and clear (tests/js/web_page.mjs)."""
+citations, the route decision, history after a reload, stop, errors and clear; and the API's page (/docs) with
+the network cut off (tests/js/web_page.mjs)."""
 
 from __future__ import annotations
 
@@ -182,3 +183,15 @@ def test_the_page_works_with_an_api_key_and_the_extractive_answerer(data_dir: Pa
     assert "router: orchard (heuristic" in answer["route"] and "requested" not in answer["route"]
     assert "answer: extractive" in answer["route"]
     assert_no_page_problems(seen, expected_statuses={401})
+
+
+def test_the_api_page_renders_with_the_network_cut_off(data_dir: Path) -> None:
+    screenshot = ARTIFACTS / "api-docs.png"
+    with live_server(make_settings(data_dir)) as server:
+        operations = sum(len(item) for item in httpx.get(f"{server.base_url}/openapi.json").json()["paths"].values())
+        seen = drive_page(server.base_url, screenshot, scenario="docs")
+    assert seen["refused"] == []  # nothing asked for outside the server
+    assert seen["swaggerOperations"] == operations > 20
+    assert seen["swaggerTitle"].startswith("GraphRAG Router→Worker backend")
+    assert_no_page_problems(seen, expected_statuses=set())
+    assert_png(screenshot)

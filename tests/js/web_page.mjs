@@ -1,6 +1,6 @@
 // Drives the built-in web chat page (/ui/) in headless Chromium with playwright-core, as a user would.
 // Run by tests/e2e/test_web_page.py: argv[2] is JSON
-//   {baseUrl, chromiumPath, screenshot, scenario: "chat" | "auth", question, kb, agent,
+//   {baseUrl, chromiumPath, screenshot, scenario: "chat" | "auth" | "docs", question, kb, agent,
 //    stopQuestion, errorQuestion, tooLong, apiKey}
 // and the last stdout line is one JSON object with what the page showed.
 import { chromium } from "playwright-core";
@@ -186,8 +186,28 @@ async function authScenario() {
   return out;
 }
 
+// The API's page with every request that leaves the server refused, as on a machine without internet.
+async function docsScenario() {
+  const origin = new URL(args.baseUrl).origin;
+  const refused = [];
+  await page.route("**/*", (route) => {
+    if (new URL(route.request().url()).origin === origin) return route.continue();
+    refused.push(route.request().url());
+    return route.abort("internetdisconnected");
+  });
+  const out = { refused };
+  await page.goto(args.baseUrl + "/docs");
+  await page.waitForSelector(".opblock");
+  out.swaggerOperations = await page.$$eval(".opblock", (blocks) => blocks.length);
+  out.swaggerTitle = await page.$eval(".information-container .title", (title) => title.textContent);
+  await page.screenshot({ path: args.screenshot });
+  return out;
+}
+
+const SCENARIOS = { chat: () => chatScenario(), auth: () => authScenario(), docs: () => docsScenario() };
+
 try {
-  const result = args.scenario === "auth" ? await authScenario() : await chatScenario();
+  const result = await SCENARIOS[args.scenario]();
   Object.assign(result, { consoleErrors, pageErrors });
   console.log(JSON.stringify(result));
 } finally {

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from fastapi.routing import APIRoute
-from starlette.routing import Route
+from starlette.routing import Mount, Route
 
 from backend.server import web
 from backend.server.app import create_app
@@ -18,6 +18,7 @@ PATH_VALUES = {
     "agent_type": "graph_agent",
     "model_id": "orchard/graph_agent",
     "name": "app.js",
+    "path": "swagger-ui.css",
 }
 
 
@@ -32,12 +33,14 @@ def api_description() -> dict[str, Any]:
 
 def every_route() -> list[tuple[str, str]]:
     """(method, path template): the API's operations, the web page's routes (kept out of the description), and
-    the description's own pages."""
+    the description's own pages and their assets."""
     app = create_app(_no_services, ServerConfig())
     found = [(method.upper(), path) for path, item in app.openapi()["paths"].items() for method in item]
     for route in [*web.router.routes, *app.routes]:
         if isinstance(route, APIRoute | Route):
             found += [(method, route.path) for method in sorted(route.methods or ()) if method != "HEAD"]
+        elif isinstance(route, Mount):
+            found.append(("GET", route.path + "/{path}"))
     return found
 
 

@@ -32,7 +32,7 @@ from tests.support.sse import read_stream
 KEYS = {"alice": "authz-alice-0123456789", "bob": "authz-bob-0123456789", "ada": "authz-ada-0123456789"}
 ALICE_SECRET = "alice's secret plan for the harvest"
 
-PUBLIC_PATHS = {"/health", "/ready", "/", "/ui/", "/ui/{name}", "/docs", "/docs/oauth2-redirect", "/redoc"}
+PUBLIC_PATHS = {"/health", "/ready", "/", "/ui/", "/ui/{name}", "/docs", "/docs-assets/{path}"}
 PUBLIC_PATHS |= {"/openapi.json"}
 
 

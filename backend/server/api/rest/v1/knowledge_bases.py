@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Any
 
 from fastapi import APIRouter, File, Query, Request, Response, UploadFile, status
 from fastapi.exceptions import RequestValidationError
@@ -29,9 +29,26 @@ from backend.server.models.knowledge import (
 
 router = APIRouter(prefix="/api/v1/kbs", tags=["knowledge bases"])
 
+
+def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
+    """A model's JSON schema with its `$defs` written in place: this body is described outside the models FastAPI
+    collects into the components, and a `#/$defs/...` reference does not resolve inside the API description."""
+    defs = schema.pop("$defs", {})
+
+    def resolve(node: Any) -> Any:
+        if isinstance(node, dict):
+            ref = str(node.get("$ref", ""))
+            if ref.startswith("#/$defs/"):
+                return resolve(defs[ref.removeprefix("#/$defs/")])
+            return {key: resolve(value) for key, value in node.items()}
+        return [resolve(value) for value in node] if isinstance(node, list) else node
+
+    return dict(resolve(schema))
+
+
 DOCUMENTS_BODY = {
     "content": {
-        "application/json": {"schema": IngestRequest.model_json_schema()},
+        "application/json": {"schema": _inlined(IngestRequest.model_json_schema())},
         "multipart/form-data": {
             "schema": {
                 "type": "object",
