@@ -59,6 +59,15 @@ class GracefulServer(uvicorn.Server):
         self._running = running
         self._grace_s = grace_s
 
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        if self.started:  # the app's startup is over and the socket listens: a browser gets an answer now
+            host, port = self.config.host, self.config.port
+            if self.servers and self.servers[0].sockets:
+                port = self.servers[0].sockets[0].getsockname()[1]  # the one the system chose for port 0
+            shown = f"[{host}]" if ":" in host else host
+            logger.info("serving on http://%s:%d (the chat page at /ui/, the API at /docs; Ctrl+C stops)", shown, port)
+
     async def shutdown(self, sockets: list[socket.socket] | None = None) -> None:
         stop = asyncio.get_running_loop().call_later(self._grace_s, self._stop_streams)
         try:

@@ -12,5 +12,5 @@ export HOST="${HOST:-127.0.0.1}"
 export PORT="${PORT:-8000}"
 
 python -m backend ingest-registry
-log "serving on http://$HOST:$PORT (Ctrl+C to stop)"
+log "starting the server on http://$HOST:$PORT; it says \"serving on\" once it answers"
 exec python -m backend serve --host "$HOST" --port "$PORT"
