@@ -25,14 +25,17 @@ from backend.bootstrap import Ingestion, open_ingestion, open_knowledge_service
 from backend.domain.agent_types import DEFAULT_AGENT_TYPE
 from backend.domain.errors import GraphRagError
 from backend.domain.jobs import IngestionJob
-from backend.domain.knowledge_base import KnowledgeBase
+from backend.domain.knowledge_base import KB_PREFIX_PATTERN, KnowledgeBase
 from backend.infrastructure.config.settings import AuthMode, Settings
 from backend.infrastructure.logging import configure_logging
 from backend.main import RunningServices, build_app
 from backend.server.read_timeouts import read_timeout_protocol
 from backend.worker import run_worker
 
-app = typer.Typer(help="GraphRAG Router→Worker backend", no_args_is_help=True, add_completion=False)
+# No markup in help texts: "[a-z0-9_]" in a pattern would be read as a style tag and vanish.
+app = typer.Typer(
+    help="GraphRAG Router→Worker backend", no_args_is_help=True, add_completion=False, rich_markup_mode=None
+)
 console = Console(stderr=True)
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -242,7 +245,7 @@ def kbs() -> None:
 
 @app.command("create-kb")
 def create_kb(
-    kb_prefix: Annotated[str, typer.Argument(help="^[a-z0-9_]{1,32}$")],
+    kb_prefix: Annotated[str, typer.Argument(help=f"the KB's name, matching {KB_PREFIX_PATTERN.pattern}")],
     description: Annotated[str, typer.Option(help="what the KB covers (used for routing)")] = "",
     keyword: Annotated[list[str] | None, typer.Option(help="a routing keyword (repeat the option)")] = None,
     language: Annotated[str, typer.Option()] = "en",

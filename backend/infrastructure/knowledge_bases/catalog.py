@@ -19,7 +19,7 @@ from collections.abc import Sequence
 from typing import Protocol
 
 from backend.domain.errors import Conflict, InvalidRequest, KnowledgeStoreUnavailable, StoreUnavailable
-from backend.domain.knowledge_base import KnowledgeBase, is_valid_kb_prefix
+from backend.domain.knowledge_base import KB_PREFIX_PATTERN, KnowledgeBase, is_valid_kb_prefix
 from backend.domain.worker import DEFAULT_KB_ALIAS
 from backend.infrastructure.knowledge_bases.toml_registry import KnowledgeBaseRegistry
 
@@ -97,7 +97,7 @@ class KnowledgeBaseCatalog:
 
     async def create(self, kb: KnowledgeBase) -> KnowledgeBase:
         if not is_valid_kb_prefix(kb.kb_prefix):
-            raise InvalidRequest("kb_prefix must match ^[a-z0-9_]{1,32}$ and must not be 'general'")
+            raise InvalidRequest(f"kb_prefix must match {KB_PREFIX_PATTERN.pattern} and must not be 'general'")
         if kb.handler:
             raise InvalidRequest("KB handlers are code: configure them in the registry file, not through the API")
         taken = self._registry.get(kb.kb_prefix) is not None or kb.kb_prefix == DEFAULT_KB_ALIAS

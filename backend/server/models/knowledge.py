@@ -13,7 +13,7 @@ from backend.application.ports.retrieval import RetrievalOutcome
 from backend.domain.agent_types import DEFAULT_AGENT_TYPE
 from backend.domain.graph import DocumentRecord, StoredDocument
 from backend.domain.jobs import DocumentStatus, IngestionJob, JobDocument
-from backend.domain.knowledge_base import KnowledgeBase
+from backend.domain.knowledge_base import KB_PREFIX_PATTERN, KnowledgeBase
 
 # Per HTTP request (a JSON body or the records of uploaded files); the CLI ingests any number.
 MAX_DOCUMENTS_PER_REQUEST = 1000
@@ -24,7 +24,7 @@ class _Body(BaseModel):
 
 
 class CreateKnowledgeBase(_Body):
-    kb_prefix: str = Field(pattern=r"^[a-z0-9_]{1,32}$")
+    kb_prefix: str = Field(pattern=KB_PREFIX_PATTERN.pattern)
     description: str = Field("", max_length=2000)
     keywords: list[str] = Field(default_factory=list, max_length=100)
     language: str = Field("en", max_length=16)
