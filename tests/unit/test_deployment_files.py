@@ -18,15 +18,25 @@ def compose() -> dict[str, Any]:
     return dict(yaml.safe_load((ROOT / "docker-compose.yaml").read_text()))
 
 
-def test_compose_runs_postgres_neo4j_and_the_backend_with_healthchecks() -> None:
+def test_compose_runs_postgres_neo4j_the_backend_and_a_worker_with_healthchecks() -> None:
     services = compose()["services"]
-    assert set(services) == {"postgres", "neo4j", "backend"}
+    assert set(services) == {"postgres", "neo4j", "backend", "worker"}
     assert services["postgres"]["environment"]["POSTGRES_DB"] == "graphrag_chat"
     assert services["neo4j"]["image"] == "neo4j:5.26"
     for name in ("postgres", "neo4j"):
         assert services[name]["healthcheck"]["test"]
         assert any(":/" in volume for volume in services[name]["volumes"])
     assert services["backend"]["depends_on"]["postgres"]["condition"] == "service_healthy"
+    worker = services["worker"]
+    assert worker["command"] == ["python", "-m", "backend", "worker"] and worker["ports"] == []
+    assert worker["environment"] == services["backend"]["environment"]  # the same stack, the same settings
+
+
+def test_compose_passes_every_setting_of_the_env_file_to_the_backend_and_the_workers() -> None:
+    for name in ("backend", "worker"):
+        assert compose()["services"][name]["env_file"] == [{"path": ".env", "required": False}]
+    # .env is what the guide tells a user to copy .env.example to.
+    assert "Copy to .env" in (ROOT / ".env.example").read_text()
 
 
 def test_compose_mounts_the_schema_file_that_exists() -> None:
@@ -35,9 +45,11 @@ def test_compose_mounts_the_schema_file_that_exists() -> None:
     assert (ROOT / mounts[0]).is_file()
 
 
-def test_backend_environment_uses_only_real_setting_names() -> None:
+def test_backend_environment_uses_only_real_setting_names_and_wins_over_env_file_where_it_must() -> None:
     environment = compose()["services"]["backend"]["environment"]
     assert set(environment) <= SETTING_NAMES, set(environment) - SETTING_NAMES
+    # A .env written for a bare machine (HOST=127.0.0.1, DATA_DIR=data) must not change where the container listens.
+    assert (environment["HOST"], environment["DATA_DIR"]) == ("0.0.0.0", "/data")
 
 
 def test_every_setting_is_documented_in_the_configuration_guide_and_env_example() -> None:
