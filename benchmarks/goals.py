@@ -23,3 +23,5 @@ GOAL_FOLLOW_UP_RATIO = 0.9  # a follow-up's perfect@8 against the whole question
 # Answers in the default run, no chat model (benchmarks/answers.py): CMRC answer rate, LiHua single-hop answer rate
 # against what the retrieved text holds, and the median answer length in characters.
 GOAL_ANSWER_CMRC, GOAL_ANSWER_KEPT, GOAL_ANSWER_CHARS = 0.90, 0.85, 250.0
+# Ingestion as jobs (benchmarks/ingestion_jobs.py): chat first-token p99 during a 2,000-passage ingestion, over idle.
+GOAL_INGEST_TTFT_RATIO = 1.3

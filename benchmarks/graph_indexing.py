@@ -79,6 +79,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import itertools
 import json
 import os
 import subprocess
@@ -124,6 +125,7 @@ ROOT = Path(__file__).resolve().parent.parent
 DATASET = DATASETS / "2wiki"
 RESULTS_DIR = ROOT / "benchmarks" / "results"
 KB_PREFIX = "bench_2wiki"
+EMBEDDING_DIMENSION = 384  # all-MiniLM-L6-v2, the local embedder the workers use
 QUICK_PASSAGES = 200  # --quick (with 5 writes, one round, the embedded store) fits the suite's 5-minute budget
 QUICK_WRITES = 5
 # Writes that refresh the communities synchronously (the CLI's way; about 20 s each on the whole corpus): the first
@@ -336,8 +338,8 @@ class Neo4jTarget:
         return listening_pid(port) if port and urlsplit(self.uri).hostname in ("127.0.0.1", "localhost") else None
 
 
-async def prepare_neo4j(target: Neo4jTarget, dimension: int) -> list[str]:
-    """Delete what an earlier run left of the benchmark's KB; drop vector indexes of another dimension."""
+async def prepare_neo4j(target: Neo4jTarget, dimension: int, kbs: Sequence[str] = (KB_PREFIX,)) -> list[str]:
+    """Delete what an earlier run left of the benchmark's KBs; drop vector indexes of another dimension."""
     from neo4j import AsyncGraphDatabase
     from neo4j.exceptions import TransientError
     from tenacity import AsyncRetrying, retry_if_exception_type, stop_after_attempt, wait_fixed
@@ -347,7 +349,9 @@ async def prepare_neo4j(target: Neo4jTarget, dimension: int) -> list[str]:
     notes = []
     auth = (target.user, target.password) if target.password else None
     async with AsyncGraphDatabase.driver(target.uri, auth=auth) as driver:
-        for label in ("Chunk", "RelationMention", "Entity", "Community", "Document", "CommunitySet", "KnowledgeBase"):
+        for kb, label in itertools.product(
+            kbs, ("Chunk", "RelationMention", "Entity", "Community", "Document", "CommunitySet", "KnowledgeBase")
+        ):
             # Right after an earlier run the server may still refuse a batched delete's snapshot (a transient
             # "Outdated" error): retried, as the driver would retry a transaction.
             async for attempt in AsyncRetrying(
@@ -358,7 +362,7 @@ async def prepare_neo4j(target: Neo4jTarget, dimension: int) -> list[str]:
                         result = await session.run(
                             f"MATCH (n:{label}) WHERE n.kb = $kb OR n.uid = $kb "
                             "CALL (n) { DETACH DELETE n } IN TRANSACTIONS OF 5000 ROWS",
-                            kb=KB_PREFIX,
+                            kb=kb,
                         )
                         summary = await result.consume()
             if summary.counters.nodes_deleted:
@@ -430,7 +434,7 @@ class Worker:
                 "jvm_pid_found": self.jvm_pid is not None,
                 "jvm_flags": jvm_flags(self.jvm_pid) if self.jvm_pid else None,
                 "jvm_rss_mib_at_start": round(status_kib(self.jvm_pid, "VmRSS") / 1024, 1) if self.jvm_pid else None,
-                "setup": await prepare_neo4j(self.neo4j, 384),
+                "setup": await prepare_neo4j(self.neo4j, EMBEDDING_DIMENSION),
             }
         settings = bench_settings(self.store, data_dir, registry, self.neo4j)
         self.refresh_log.install()

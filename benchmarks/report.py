@@ -366,6 +366,44 @@ def answers_markdown(latest: J, links: dict[str, str]) -> str:
     return "\n".join(parts)
 
 
+def jobs_markdown(latest: J, links: dict[str, str]) -> str:
+    section, parts = latest["ingestion_jobs"], ["## Ingestion jobs", ""]
+    if not section["source"]:
+        return "\n".join([*parts, f"_{section.get('note', 'no data')}._"])
+    serving = section["serving"]
+    text = f"Chat turns to the orchard KB, one every {fmt(serving['interval_s'])} s, idle and while "
+    text += f"{fmt(serving['passages'], ',.0f')} 2wiki passages are ingested through the API into another KB by "
+    text += "the serving process's own worker (embedded stores, offline extractor); first-token time from the "
+    text += f"client. {label(section['source'])}."
+    phases = [[phase, *cells(serving[phase], ("n", ",.0f"), ("p50 p95 p99 max", ".0f"))] for phase in ("idle", "busy")]
+    parts += [text, "", table("phase|turns|first token p50 / p95 / p99 / max (ms)", phases), ""]
+    parts += [
+        f"p99 busy ÷ idle {fmt(serving['busy_over_idle_p99'])}; each request answered 202 in "
+        f"{', '.join(f'{ms:.0f}' for ms in serving.get('requests_202_ms') or [])} ms; the jobs ran at "
+        f"{fmt(serving['documents_per_s'], '.1f')} documents/s and were over "
+        f"{fmt(serving['submitted_to_done_s'], '.0f')} s after the first request.",
+        "",
+        "Throughput: `python -m backend worker` processes on this machine, the serving process without its own; "
+        "documents/s from the first job's start to the last one's end. embedded = SQLite jobs and graph; neo4j = "
+        "Postgres jobs (procrastinate) and Neo4j; llm = a scripted model answering after 200 ms per call, cN = "
+        "EXTRACTION_CONCURRENCY N.",
+        "",
+    ]
+    columns = ("passages", ",.0f"), ("documents_per_s", ".1f"), ("working_s", ".1f"), ("model_calls_per_chunk", ".2f")
+    rows = [
+        [name, *cells(case, *columns), str(case["cpu_s"]), str(case["none_twice"])]
+        for name, case in section["throughput"].items()
+    ]
+    parts.append(
+        table(
+            "setup / extractor / workers|documents|documents/s|seconds|model calls per chunk|worker CPU s|none twice",
+            rows,
+        )
+    )
+    parts += [f"- {name}: not measured ({why})" for name, why in section["throughput_skipped"].items()]
+    return "\n".join(parts)
+
+
 def serving_markdown(latest: J, links: dict[str, str]) -> str:
     by_store, figures = latest["serving_by_store"], latest["indexing"]["2wiki_by_store"]
     about = latest["indexing"]["2wiki_source"] or {}
@@ -576,7 +614,7 @@ def main() -> None:
         serving_markdown,
         streaming_markdown,
     ]
-    writers += [indexing_markdown, history_markdown, suite_markdown]
+    writers += [indexing_markdown, jobs_markdown, history_markdown, suite_markdown]
     text = "\n\n".join(write(latest, links) for write in writers)
     report.write_text(text + "\n", encoding="utf-8")
     counts = Counter(goal["status"] for goal in latest["goals"])

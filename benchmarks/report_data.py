@@ -50,6 +50,7 @@ SOURCES = {  # per source its files, in order of preference (`*_quick`: a quick 
     "podcast_indexing": ("podcast_indexing", "podcast_indexing_quick"),
     "conversation": ("conversation", "conversation_quick"),
     "answers": ("answers", "answers_quick"),
+    "ingestion_jobs": ("ingestion_jobs", "ingestion_jobs_quick"),
     "suite": ("suite",),
     "suite_quick": ("suite_quick",),
 }
@@ -413,6 +414,30 @@ def answers_section(data: Data, about: About) -> J:
     return section | {"source": about["answers"]} | note(about, "answers")
 
 
+JOB_CASE_FIGURES = "passages documents_per_s working_s submitted_to_done_s model_calls_per_chunk none_twice"
+
+
+def jobs_section(data: Data, about: About) -> J:
+    """Ingestion jobs (benchmarks/ingestion_jobs.py): chat first-token time idle and during an ingestion through the
+    API, and indexing throughput per setup, extractor and worker count."""
+    serving, throughput = data["ingestion_jobs"].get("serving"), data["ingestion_jobs"].get("throughput") or {}
+    ttft = dig(serving, "first_token_ms") or {}
+    section = {
+        "serving": pick(serving, "passages busy_over_idle_p99 submitted_to_done_s documents_per_s=jobs.documents_per_s")
+        | {phase: pick(ttft.get(phase), "n p50 p95 p99 max") for phase in ("idle", "busy")}
+        | {"statuses": dig(serving, "jobs", "statuses"), "requests_202_ms": dig(serving, "requests_202_ms")}
+        | {"interval_s": num(dig(data["ingestion_jobs"], "parameters", "interval"))},
+        "throughput": {
+            name: pick(case, JOB_CASE_FIGURES)
+            | {"none_twice": case.get("none_twice"), "cpu_s": case.get("worker_cpu_s")}
+            for name, case in throughput.items()
+            if isinstance(case, dict) and "passages" in case
+        },
+        "throughput_skipped": throughput.get("skipped") or {},
+    }
+    return section | {"source": about["ingestion_jobs"]} | note(about, "ingestion_jobs")
+
+
 def suite_section(data: Data, about: About) -> J:
     """scripts/bench.sh's own timing, full and quick: each step's seconds, the total, and the build time of the
     indexes its retrieval run took from the cache (not of datasets the file kept from an earlier run)."""
@@ -437,6 +462,6 @@ def assemble(results: Path, data: Data, about: About, notes: list[str], now: dat
     latest |= {"streaming": streaming_section(data, about), "concurrency": concurrency_section(data, about)}
     latest |= {"indexing": indexing_section(data, about), "history": history_section(data, about)}
     latest |= {"conversation": conversation_section(data, about), "answers": answers_section(data, about)}
-    latest |= {"suite": suite_section(data, about)}
+    latest |= {"ingestion_jobs": jobs_section(data, about), "suite": suite_section(data, about)}
     cleaned: J = clean(latest)
     return cleaned

@@ -15,6 +15,7 @@ from benchmarks.goals import (
     GOAL_CHOICE_GAP,
     GOAL_FOLLOW_UP_RATIO,
     GOAL_INDEX_S,
+    GOAL_INGEST_TTFT_RATIO,
     GOAL_LIHUA_MULTI,
     GOAL_LIHUA_SINGLE,
     GOAL_PERFECT_AT_8,
@@ -269,6 +270,26 @@ def answer_goals(latest: J) -> list[J]:
     return [*goals, goal(text, measured, shown, shown == 0 if counted else None, about, why)]
 
 
+def job_goals(latest: J) -> list[J]:
+    """Chat stays fast while an ingestion job runs; two workers share a queue with no document indexed twice."""
+    section = latest["ingestion_jobs"]
+    about, why, serving = section["source"], section.get("note", ""), section["serving"]
+    value, statuses = serving["busy_over_idle_p99"], serving.get("statuses") or []
+    text = f"chat first-token p99 during an ingestion through the API ≤ {GOAL_INGEST_TTFT_RATIO}× idle, same run"
+    measured = f"{fmt(value)}× ({fmt(serving['busy']['p99'], '.0f')} / {fmt(serving['idle']['p99'], '.0f')} ms) "
+    measured += f"over {fmt(serving['passages'], ',.0f')} passages, jobs {', '.join(statuses) or '–'}"
+    ok = None if value is None else value <= GOAL_INGEST_TTFT_RATIO and statuses == ["done"]
+    goals = [goal(text, measured, value, ok, about, why)]
+    two = {name: case for name, case in section["throughput"].items() if name.endswith("/2w")}
+    one = {name: case for name, case in section["throughput"].items() if name.endswith("/1w")}
+    text = "two workers share one queue with no document indexed twice; throughput next to one worker"
+    rates = [f"{n.removesuffix('/1w')} {fmt(c['documents_per_s'], '.1f')}" for n, c in one.items()]
+    rates += [f"{n} {fmt(c['documents_per_s'], '.1f')}" for n, c in two.items()]
+    measured = "documents/s: " + ", ".join(rates) if rates else ""
+    ok = None if not (one and two) else all(case["none_twice"] is True for case in two.values())
+    return [*goals, goal(text, measured, len(two) or None, ok, about, why)]
+
+
 def suite_goals(latest: J) -> list[J]:
     """The suite's own wall time against its budget, for the full run and for `--quick`."""
     goals = []
@@ -293,6 +314,7 @@ def suite_goals(latest: J) -> list[J]:
 
 def judge(latest: J) -> list[J]:
     """Every goal, judged on an assembled latest.json (`report_data.assemble`)."""
-    areas = (retrieval_goals, choice_goals, routing_goals, answer_goals, streaming_goals, graph_goals, suite_goals)
+    areas = [retrieval_goals, choice_goals, routing_goals, answer_goals, streaming_goals, graph_goals]
+    areas += [job_goals, suite_goals]
     goals: list[J] = clean([found for goals in areas for found in goals(latest)])
     return goals

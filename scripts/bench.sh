@@ -20,9 +20,10 @@
 # benchmarks/peers/requirements.txt; about 1.5 minutes, once) when podcast_indexing runs and it is missing,
 # so that they are measured in the same run; if that install fails, podcast_indexing reports them as not
 # installed and the suite goes on.
-# Starts the local Postgres (POSTGRES_TEST_DSN unset; history_store, concurrency) and a Neo4j 5.26 server
-# with the JIT fully on (NEO4J_TEST_URI unset; graph_indexing in full mode, stopped again right after it), as
-# scripts/test.sh does.
+# Starts the local Postgres (POSTGRES_TEST_DSN unset; history_store, concurrency, ingestion_jobs) and a Neo4j 5.26
+# server with the JIT fully on (NEO4J_TEST_URI unset; graph_indexing and ingestion_jobs in full mode, stopped again
+# right after the last of them), as scripts/test.sh does. ingestion_jobs (chat while 2,000 passages are ingested
+# through the API; throughput with 1 and 2 workers and the model extractor) runs right after graph_indexing.
 # A module whose file is missing is skipped; one that fails is recorded and the next one runs. Prints the
 # elapsed time of every step; exit status 1 when any step failed.
 set -euo pipefail
@@ -30,7 +31,7 @@ source "$(dirname "$0")/lib/env.sh"
 cd "$ROOT"
 
 # In order; the report reads whatever they wrote. conversation and answers reuse the indexes retrieval_quality caches.
-MODULES=(retrieval_quality conversation answers graph_indexing streaming_latency llm_token_parse agui_overhead concurrency history_store podcast_indexing)
+MODULES=(retrieval_quality conversation answers graph_indexing ingestion_jobs streaming_latency llm_token_parse agui_overhead concurrency history_store podcast_indexing)
 
 QUICK=0
 DRY_RUN=0
@@ -57,6 +58,17 @@ fi
 
 wants() { [[ " ${selected[*]} " == *" $1 "* ]]; }
 
+# Whether a module among the rest ($2...) is selected to run after module $1.
+wants_after() {
+  local current="$1" seen=0 name
+  shift
+  for name in "${selected[@]}"; do
+    [ "$seen" = 0 ] || [[ " $* " != *" $name "* ]] || return 0
+    [ "$name" != "$current" ] || seen=1
+  done
+  return 1
+}
+
 # The arguments of one module: --quick where its argparse has it.
 module_args() {
   local quick=()
@@ -71,6 +83,8 @@ module_args() {
     history_store)
       if [ "$QUICK" = 1 ]; then echo --quick; else echo --rounds 2; fi ;;
     concurrency | podcast_indexing | conversation | answers) echo "${quick[@]}" ;;
+    ingestion_jobs)  # quick: chat during a small ingestion only; the full run also measures the throughput cases
+      if [ "$QUICK" = 1 ]; then echo --quick --parts serving --passages 200 --turns 30; fi ;;
     streaming_latency | llm_token_parse)  # fewer rounds, into a quick file that leaves the full one alone
       if [ "$QUICK" = 1 ]; then
         extra=""
@@ -153,27 +167,27 @@ if wants podcast_indexing && [ ! -f "$peers_stamp" ]; then
   fi
 fi
 
-if { wants history_store || wants concurrency; } && [ -z "${POSTGRES_TEST_DSN:-}" ]; then
+if { wants history_store || wants concurrency || wants ingestion_jobs; } && [ -z "${POSTGRES_TEST_DSN:-}" ]; then
   if [ "$DRY_RUN" = 1 ]; then
     log "dry run: eval \"\$(scripts/services/postgres.sh)\""
   elif services="$(scripts/services/postgres.sh)"; then
     eval "$services"
   else
-    log "warning: no local Postgres; history_store and concurrency measure SQLite only"
+    log "warning: no local Postgres; history_store, concurrency and ingestion_jobs measure SQLite only"
   fi
 fi
 
-if wants graph_indexing && [ "$QUICK" = 0 ] && [ -z "${NEO4J_TEST_URI:-}" ]; then
+if { wants graph_indexing || wants ingestion_jobs; } && [ "$QUICK" = 0 ] && [ -z "${NEO4J_TEST_URI:-}" ]; then
   # The test script's server runs C1 only (faster start); a benchmark wants the full JIT.
   export NEO4J_TEST_JAVA_OPTS="${NEO4J_TEST_JAVA_OPTS:--XX:TieredStopAtLevel=4}"
   if [ "$DRY_RUN" = 1 ]; then
-    log "dry run: NEO4J_TEST_JAVA_OPTS=$NEO4J_TEST_JAVA_OPTS eval \"\$(scripts/services/neo4j.sh)\"; stop after graph_indexing"
+    log "dry run: NEO4J_TEST_JAVA_OPTS=$NEO4J_TEST_JAVA_OPTS eval \"\$(scripts/services/neo4j.sh)\"; stop after its last user"
   elif services="$(scripts/services/neo4j.sh)"; then
     eval "$services"  # NEO4J_TEST_URI, NEO4J_TEST_PID, NEO4J_TEST_DIR
     OWN_NEO4J=1
     trap 'scripts/services/neo4j.sh stop' EXIT
   else
-    log "warning: no local Neo4j; graph_indexing reports the neo4j store as skipped"
+    log "warning: no local Neo4j; graph_indexing and ingestion_jobs report the neo4j store as skipped"
   fi
 fi
 
@@ -184,7 +198,7 @@ for module in "${selected[@]}"; do
   fi
   read -ra args <<<"$(module_args "$module")"
   run_step "$module" python -m "benchmarks.$module" "${args[@]}"
-  if [ "$module" = graph_indexing ] && [ "$OWN_NEO4J" = 1 ]; then
+  if [ "$OWN_NEO4J" = 1 ] && ! wants_after "$module" ingestion_jobs graph_indexing; then
     # No later step uses it: an idle JVM would only take memory and CPU from the measurements that follow.
     scripts/services/neo4j.sh stop || log "warning: could not stop the benchmark's Neo4j"
     trap - EXIT
