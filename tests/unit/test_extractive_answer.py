@@ -337,3 +337,23 @@ def test_a_compound_word_the_evidence_never_uses_is_found_by_its_two_words() -> 
     text = "The shop opens at nine. Corin looks after the hives and sells the honey of his bees at the gate."
     answer = body(compose_extractive_answer("Who tends the beehives?", [chunk(text)]))
     assert answer.startswith("Corin looks after the hives")
+
+
+def test_a_chat_reply_is_about_what_the_message_it_answers_asks() -> None:
+    text = (
+        "LiHua: Do you know any good gym near the office?\nWolfgangSchulz: Sure, try FitZone on Mill Road.\n"
+        "LiHua: Thanks, I will check it out.\nLiHua: The gym near my flat is always too crowded.\n"
+        "LiHua: I recommend the new cafe next to it, by the way."
+    )
+    answer = body(compose_extractive_answer("Which gym did Wolfgang recommend to LiHua?", [chunk(text)]))
+    assert "WolfgangSchulz: Sure, try FitZone on Mill Road." in answer
+
+
+def test_a_chinese_chat_reply_is_about_what_the_message_it_answers_asks() -> None:
+    text = (
+        "李华：周末的烧烤聚会你打算带什么饮料？\n王伟：我会带几瓶自制的酸梅汤。\n"
+        "李华：太好了！\n王伟：我周末还要去健身房锻炼。"
+    )
+    answer = body(compose_extractive_answer("王伟打算给烧烤聚会带什么？", [chunk(text)]))
+    assert "酸梅汤" in answer
+    assert "健身房" not in answer

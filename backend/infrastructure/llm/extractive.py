@@ -124,8 +124,28 @@ class _Passages:
             for i in range(index - 1, -1, -1)
             if self.sentences[i].source == sentence.source and self.sentences[i].block == sentence.block
         ]
-        text = " ".join([sentence.heading, sentence.label, *before])
+        text = " ".join([sentence.heading, sentence.label, *before, *self._replied_to(index)])
         return text.lower(), stems(text)
+
+    def _replied_to(self, index: int) -> list[str]:
+        """In a chat, the sentences of the message a message replies to (the one just before it, by someone else)
+        when that message asks: a reply answers in the question's words, not its own ("What kind of pizza is your
+        favourite?" "Bro, I'm all about that classic margherita.")."""
+        sentence = self.sentences[index]
+        step = index - 1
+        while (
+            step >= 0
+            and self.sentences[step].source == sentence.source
+            and self.sentences[step].block == sentence.block
+        ):
+            step -= 1
+        if not sentence.label or step < 0 or self.sentences[step].source != sentence.source:
+            return []
+        asking = self.sentences[step]
+        if not asking.label or asking.label == sentence.label:
+            return []
+        message = [s.text for s in self.sentences[: step + 1] if s.source == asking.source and s.block == asking.block]
+        return message if any(_is_question(text) for text in message) else []
 
     def presence(self, term: str, index: int) -> tuple[float, float]:
         """(in the sentence, in its context): 1 or 0 for a word; for a CJK term the share of it found."""
