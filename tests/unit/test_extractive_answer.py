@@ -357,3 +357,20 @@ def test_a_chinese_chat_reply_is_about_what_the_message_it_answers_asks() -> Non
     answer = body(compose_extractive_answer("王伟打算给烧烤聚会带什么？", [chunk(text)]))
     assert "酸梅汤" in answer
     assert "健身房" not in answer
+
+
+def test_a_sentence_scoring_nearly_as_well_is_quoted_without_an_answer_of_the_kind_asked() -> None:
+    text = (
+        "The ferry to Ardmore runs twice a day from May to September. Tickets for the ferry are sold on board. "
+        "The ferry leaves from the slipway below the lighthouse steps."
+    )
+    answer = body(compose_extractive_answer("Where does the Ardmore ferry leave from?", [chunk(text)]))
+    assert "The ferry leaves from the slipway below the lighthouse steps." in answer
+    assert "Tickets" not in answer  # scores well below the best and names no place
+
+
+def test_a_chinese_sentence_scoring_nearly_as_well_is_quoted_without_an_answer_of_the_kind_asked() -> None:
+    text = "青石镇东邻白河县，西与南山县相邻，北与北川接壤。青石镇盛产茶叶。镇政府设在老槐树下的院子里。"
+    answer = body(compose_extractive_answer("青石镇的镇政府在哪里？", [chunk(text)]))
+    assert "镇政府设在老槐树下的院子里。" in answer
+    assert "茶叶" not in answer

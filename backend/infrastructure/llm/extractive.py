@@ -58,6 +58,10 @@ CONTEXT_WEIGHT = 0.5  # a question term in the sentence's heading or paragraph, 
 KIND_WEIGHT = 0.5  # how much an answer of the asked kind adds to a sentence's term score
 FOCUS_WEIGHT = 0.5  # how much naming the question's focus (a name, a title) adds
 CLOSE_ENOUGH = 0.3  # a further sentence's score against the best one's
+# A further sentence that scores this close to the best is quoted even without an answer of the kind asked: kinds
+# are read from surface cues that miss some answers ("leaves from the slipway" names no place the cues know), so a
+# near tie is an uncertain choice, and quoting both beats betting on one.
+UNSURE = 0.7
 QUESTION_PENALTY = 0.5  # a sentence that asks a question, against one that states
 RANK_DECAY = 0.03  # per place of its source in the evidence
 MIN_PART = 3  # letters of each word of a compound word
@@ -261,7 +265,8 @@ def _best_per_part(question: Asked, passages: _Passages) -> list[_Scored]:
 
 def _choose(question: Asked, scored: list[_Scored], first: list[_Scored], passages: _Passages) -> list[Sentence]:
     """`first` (the best sentence of each part of a compound question, else the best one) and further sentences
-    that score close to the best, fit, repeat no fact and, when the question asks for a kind of answer, hold one;
+    that score close to the best, fit, repeat no fact and, when the question asks for a kind of answer, hold one
+    or score nearly as well as the best;
     each with what it needs to be read alone (`_frame`), which counts towards the length and the repeats."""
     chosen = first or scored[:1]
     frames = [_frame(question, item, passages) for item in chosen]
@@ -275,7 +280,8 @@ def _choose(question: Asked, scored: list[_Scored], first: list[_Scored], passag
         said = [passages.stems[passages.index[s]] for f in frames for s in f]
         repeated = any(_repeats(passages.stems[passages.index[s]], words) for s in frame for words in said)
         length = sum(len(c.sentence.text) for c in [*chosen, candidate])
-        if repeated or length > MAX_CHARS or (question.kinds and not candidate.typed):
+        untyped = question.kinds and not candidate.typed and candidate.score < UNSURE * chosen[0].score
+        if repeated or length > MAX_CHARS or untyped:
             continue
         chosen.append(candidate)
         frames.append(frame)
