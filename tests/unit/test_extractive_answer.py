@@ -374,3 +374,24 @@ def test_a_chinese_sentence_scoring_nearly_as_well_is_quoted_without_an_answer_o
     answer = body(compose_extractive_answer("青石镇的镇政府在哪里？", [chunk(text)]))
     assert "镇政府设在老槐树下的院子里。" in answer
     assert "茶叶" not in answer
+
+
+def test_a_chat_message_is_dated_by_the_date_stamp_above_it() -> None:
+    later = "Time: 20261002_12:00\nLiHua: Shall we get dinner at the pizza place tonight?\nWolfgangSchulz: Sounds good."
+    asked_day = (
+        "Time: 20260930_16:00\nLiHua: Shall we get dinner at the noodle bar tonight?\nWolfgangSchulz: Works for me."
+    )
+    question = "Where does LiHua suggest having dinner on 20260930?"
+    answer = body(compose_extractive_answer(question, [chunk(later, "later"), chunk(asked_day, "asked")]))
+    assert "noodle bar" in answer
+    assert "pizza" not in answer
+
+
+def test_a_chinese_chat_message_is_dated_by_the_date_stamp_above_it() -> None:
+    later = "时间：2026年4月5日\n李华：周末我们去看电影吧？\n王伟：好的。"
+    asked_day = "时间：2026年3月1日\n李华：周末一起去爬山吧？\n王伟：好啊，我带水。"
+    answer = body(
+        compose_extractive_answer("李华在2026年3月1日提议周末做什么？", [chunk(later, "b"), chunk(asked_day, "a")])
+    )
+    assert "爬山" in answer
+    assert "电影" not in answer

@@ -6,7 +6,9 @@ relationship and community results are the graph's own summaries, not the docume
 
 A sentence scores by the question terms it holds (rarer terms weigh more; terms of its heading and of the sentences
 before it in the same paragraph or list item count for less, so "Strength 7.2% ABV." under "Old Tobias" is about Old
-Tobias; a chat message's speaker counts as a term of each of its sentences; a compound word the evidence never
+Tobias, and so do those of the chat message it replies to when that one asks ("Any good gym near you?" "Try
+FitZone.") and of the date stamp above it ("Time: 20260930_16:00"); a chat message's speaker counts as a term of each
+of its sentences; a compound word the evidence never
 uses counts by its two words, "beehives" by "bee" and "hive") and by whether it holds an answer of the
 kind the question asks for (a person, a date, a place, a number: `extractive_questions`; a chat message's speaker is
 a person), and for less when it asks a question itself (unless the question offers an answer of the kind asked: "How
@@ -35,6 +37,7 @@ from backend.infrastructure.llm.extractive_questions import (
     AnswerKind,
     Asked,
     asked,
+    calendar_dates,
     holds,
     holds_calendar_date,
     names,
@@ -64,6 +67,7 @@ CLOSE_ENOUGH = 0.3  # a further sentence's score against the best one's
 UNSURE = 0.7
 QUESTION_PENALTY = 0.5  # a sentence that asks a question, against one that states
 RANK_DECAY = 0.03  # per place of its source in the evidence
+STAMP_WORDS = 4  # at most this many words after its label make a line a date stamp ("Time: 20260930_16:00")
 MIN_PART = 3  # letters of each word of a compound word
 REPEATED = 0.7  # share of the shorter one's terms that two sentences share when one repeats the other
 _ASKS = re.compile(r"[?？][^\w?？]*$")
@@ -128,8 +132,23 @@ class _Passages:
             for i in range(index - 1, -1, -1)
             if self.sentences[i].source == sentence.source and self.sentences[i].block == sentence.block
         ]
-        text = " ".join([sentence.heading, sentence.label, *before, *self._replied_to(index)])
+        framing = [sentence.heading, sentence.label, *before, *self._replied_to(index), *self._stamp(index)]
+        text = " ".join(framing)
         return text.lower(), stems(text)
+
+    def _stamp(self, index: int) -> list[str]:
+        """The nearest date stamp above the sentence in its chunk: a labelled line that only states a date (a chat
+        session's "Time: 20260930_16:00", a record's "Date: 12 May 2019"); it dates what follows as a heading
+        names it."""
+        sentence = self.sentences[index]
+        for step in range(index - 1, -1, -1):
+            earlier = self.sentences[step]
+            if earlier.source != sentence.source:
+                break
+            value = earlier.text.removeprefix(earlier.label).strip(" :：")
+            if earlier.label and calendar_dates(value) and len(value.split()) <= STAMP_WORDS:
+                return [earlier.text]
+        return []
 
     def _replied_to(self, index: int) -> list[str]:
         """In a chat, the sentences of the message a message replies to (the one just before it, by someone else)

@@ -253,6 +253,11 @@ def holds_calendar_date(sentence: str, question: Asked) -> bool:
     return _new_cjk(found, question) if any(is_cjk(char) for char in sentence) else _new(found, question)
 
 
+def calendar_dates(text: str) -> list[str]:
+    """The dates on the calendar `text` states (years, months, days of a month: `holds_calendar_date`)."""
+    return [found for found in _CALENDAR_DATE.findall(text) if found.strip()]
+
+
 def names(sentence: str, lower_words: frozenset[str]) -> list[str]:
     """Capitalised words and runs of them (not months or weekdays); the sentence's first word alone only when
     the evidence never writes it in lower case."""
