@@ -395,3 +395,22 @@ def test_a_chinese_chat_message_is_dated_by_the_date_stamp_above_it() -> None:
     )
     assert "爬山" in answer
     assert "电影" not in answer
+
+
+def test_a_sentence_with_a_question_term_not_yet_quoted_goes_before_one_more_about_the_name() -> None:
+    text = (
+        "The Harlow Light Railway opened in 1902. The Harlow Light Railway is owned by the county council. "
+        "The Harlow Light Railway carries 2,000 people a day. The line is known for the steep climb up Beacon Hill."
+    )
+    answer = body(compose_extractive_answer("What is the Harlow Light Railway known for?", [chunk(text)]))
+    assert "The line is known for the steep climb up Beacon Hill." in answer
+    assert len(sentences_of(answer)) <= 3
+
+
+def test_a_chinese_sentence_with_a_question_term_not_yet_quoted_goes_before_one_more_about_the_name() -> None:
+    text = (
+        "红斑鲷是笛鲷科的一种鱼类。红斑鲷体长可达50厘米。红斑鲷分布于西太平洋。红斑鲷的幼鱼体色为红色。"
+        "红斑鲷在台湾被称为红鸡鱼。红斑鲷可供食用。\n\n成鱼习性为夜间觅食，白天躲在礁洞里。"
+    )
+    answer = body(compose_extractive_answer("红斑鲷有什么习性？", [chunk(text)]))
+    assert "成鱼习性为夜间觅食" in answer

@@ -7,18 +7,20 @@ relationship and community results are the graph's own summaries, not the docume
 A sentence scores by the question terms it holds (rarer terms weigh more; terms of its heading and of the sentences
 before it in the same paragraph or list item count for less, so "Strength 7.2% ABV." under "Old Tobias" is about Old
 Tobias, and so do those of the chat message it replies to when that one asks ("Any good gym near you?" "Try
-FitZone.") and of the date stamp above it ("Time: 20260930_16:00"); a chat message's speaker counts as a term of each
-of its sentences; a compound word the evidence never
-uses counts by its two words, "beehives" by "bee" and "hive") and by whether it holds an answer of the
-kind the question asks for (a person, a date, a place, a number: `extractive_questions`; a chat message's speaker is
-a person), and for less when it asks a question itself (unless the question offers an answer of the kind asked: "How
-about 7 pm?"). The best sentence is quoted (for a compound question, the best for each of its questions); further
-ones while they score close to it, fit a short answer and do not repeat one quoted already (share most of the
-shorter one's content words, itself or what it brings). A quoted sentence that leans on the one before it in its
-block brings it (it opens with a pronoun, has one before any name, or says nothing the question does not: "Perfect
-for fitness lovers like you."), a quoted question its reply (in a chat, the next message by someone else), and an
-answer to "when" without a calendar date (only "tomorrow", "last week") the nearest one above it in its chunk.
-Sentences are quoted in the order they were chosen in, each run from one source followed by its citation marker.
+FitZone.") and of the date stamp above it ("Time: 20260930_16:00"); a chat message's speaker counts as a term of
+each of its sentences; a compound word the evidence never uses counts by its two words, "beehives" by "bee" and
+"hive") and by whether it holds an answer of the kind the question asks for (a person, a date, a place, a number:
+`extractive_questions`; a chat message's speaker is a person), and for less when it asks a question itself (unless
+the question offers an answer of the kind asked: "How about 7 pm?"). The best sentence is quoted (for a compound
+question, the best for each of its questions); further ones while they score close to it, fit a short answer and do
+not repeat one quoted already (share most of the shorter one's content words, itself or what it brings), one that
+holds a question term not yet quoted or an answer of the kind asked before one that only names again what is asked
+about; one without an answer of the kind asked only when it scores nearly as well as the best (an uncertain choice:
+both are quoted). A quoted sentence that leans on the one before it in its block brings it (it opens with a pronoun,
+has one before any name, or says nothing the question does not: "Perfect for fitness lovers like you."), a quoted
+question its reply (in a chat, the next message by someone else), and an answer to "when" without a calendar date
+(only "tomorrow", "last week") the nearest one above it in its chunk. Sentences are quoted in the order they were
+chosen in, each run from one source followed by its citation marker.
 When nothing in the evidence shares a term with the question, the first
 sentence of the top chunk stands in.
 """
@@ -65,6 +67,7 @@ CLOSE_ENOUGH = 0.3  # a further sentence's score against the best one's
 # are read from surface cues that miss some answers ("leaves from the slipway" names no place the cues know), so a
 # near tie is an uncertain choice, and quoting both beats betting on one.
 UNSURE = 0.7
+SAME_TERMS = 0.8  # a further sentence that brings no question term the quoted ones lack, against one that does
 QUESTION_PENALTY = 0.5  # a sentence that asks a question, against one that states
 RANK_DECAY = 0.03  # per place of its source in the evidence
 STAMP_WORDS = 4  # at most this many words after its label make a line a date stamp ("Time: 20260930_16:00")
@@ -102,6 +105,7 @@ class _Scored:
     score: float
     words: frozenset[str]  # its terms, by stem
     typed: bool  # holds an answer of a kind the question asks for
+    held: frozenset[str]  # the question terms it holds itself (a CJK term: at least half of it)
 
 
 class _Passages:
@@ -261,7 +265,8 @@ def _score(
         # A question asks and its reply answers, unless it offers an answer itself ("How about 7 pm?").
         asking = QUESTION_PENALTY if _is_question(sentence.text) and not kinds else 1.0
         score = found / total * boost * asking * (1.0 - RANK_DECAY * (sentence.source - 1))
-        scored.append(_Scored(sentence, score, passages.stems[index], bool(kinds)))
+        held = frozenset(t for t, (own, _) in zip(question.terms, row, strict=True) if own >= 0.5)
+        scored.append(_Scored(sentence, score, passages.stems[index], bool(kinds), held))
     scored.sort(key=lambda s: (-s.score, s.sentence.source, s.sentence.position))
     return scored
 
@@ -285,15 +290,17 @@ def _best_per_part(question: Asked, passages: _Passages) -> list[_Scored]:
 def _choose(question: Asked, scored: list[_Scored], first: list[_Scored], passages: _Passages) -> list[Sentence]:
     """`first` (the best sentence of each part of a compound question, else the best one) and further sentences
     that score close to the best, fit, repeat no fact and, when the question asks for a kind of answer, hold one
-    or score nearly as well as the best;
+    or score nearly as well as the best, taken best first by `_weighed` (a question term not yet quoted counts);
     each with what it needs to be read alone (`_frame`), which counts towards the length and the repeats."""
     chosen = first or scored[:1]
     frames = [_frame(question, item, passages) for item in chosen]
     limit = MAX_LIST_SENTENCES if question.listing else MAX_SENTENCES
-    for candidate in scored[1:]:
-        if any(candidate.sentence == kept.sentence for kept in chosen):
-            continue
-        if len(chosen) >= limit or candidate.score < CLOSE_ENOUGH * chosen[0].score:
+    remaining = [c for c in scored[1:] if all(c.sentence != kept.sentence for kept in chosen)]
+    while remaining and len(chosen) < limit:
+        covered = frozenset().union(*(kept.held for kept in chosen))
+        remaining.sort(key=lambda c: -_weighed(c, covered))
+        candidate = remaining.pop(0)
+        if _weighed(candidate, covered) < CLOSE_ENOUGH * chosen[0].score:
             break
         frame = [s for s in _frame(question, candidate, passages) if all(s not in f for f in frames)]
         said = [passages.stems[passages.index[s]] for f in frames for s in f]
@@ -305,6 +312,13 @@ def _choose(question: Asked, scored: list[_Scored], first: list[_Scored], passag
         chosen.append(candidate)
         frames.append(frame)
     return [s for f in frames for s in f]
+
+
+def _weighed(candidate: _Scored, covered: frozenset[str]) -> float:
+    """A further sentence's score in the choice: less when it holds neither a question term the sentences quoted
+    so far lack nor an answer of the kind asked (one more sentence about the name asked about, not about what is
+    asked of it)."""
+    return candidate.score if candidate.held - covered or candidate.typed else SAME_TERMS * candidate.score
 
 
 def _repeats(words: frozenset[str], other: frozenset[str]) -> bool:
