@@ -34,7 +34,14 @@ RESULTS = ROOT / "benchmarks" / "results" / "reliability.json"
 DOC = ROOT / "docs" / "reliability.md"
 BEGIN, END = "<!-- reliability-table:begin -->", "<!-- reliability-table:end -->"
 # Rows in the order of the list of faults.
-ORDER = ("test_postgres_faults", "test_neo4j_faults", "test_model_faults", "test_disconnects", "test_sigterm")
+ORDER = (
+    "test_postgres_faults",
+    "test_neo4j_faults",
+    "test_model_faults",
+    "test_disconnects",
+    "test_sigterm",
+    "test_ingestion_job_faults",
+)
 
 
 @dataclass(frozen=True)
@@ -88,7 +95,7 @@ def _test_link(nodeid: str) -> str:
 def render(records: list[dict[str, Any]], outcomes: list[Outcome]) -> str:
     by_test = {outcome.nodeid: outcome for outcome in outcomes}
     lines = [
-        "| fault | injected | test | requests | messages owed / stored / **lost** | what the clients saw | notes "
+        "| fault | injected | test | requests | owed / stored / **lost** | what the clients saw | notes "
         "| time | result |",
         "|---|---|---|---:|---|---|---|---:|---|",
     ]
@@ -112,7 +119,8 @@ def render(records: list[dict[str, Any]], outcomes: list[Outcome]) -> str:
     passed = sum(outcome.result == "passed" for outcome in outcomes)
     lines += [
         "",
-        f"{passed} of {len(outcomes)} tests passed in {total:.0f} s of test time; messages lost: **{lost}**. "
+        f"{passed} of {len(outcomes)} tests passed in {total:.0f} s of test time; "
+        f"messages or documents lost: **{lost}**. "
         f"Generated {datetime.date.today().isoformat()} on {platform.machine()}, Python {platform.python_version()}, "
         f"by `python -m benchmarks.reliability`.",
     ]

@@ -182,8 +182,8 @@ def over(record: dict[str, Any]) -> bool:
     return record["status"] in ("done", "failed", "cancelled")
 
 
-async def assert_whole(http: httpx.AsyncClient, job_id: str, graph: Graph) -> None:
-    """The job is done with every document once, and the graph holds each whole."""
+async def assert_whole(http: httpx.AsyncClient, job_id: str, graph: Graph) -> tuple[dict[str, Any], int]:
+    """The job is done with every document once, and the graph holds each whole; the job and the KB's documents."""
     record = await job(http, job_id)
     counts = record["counts"]
     assert (record["status"], record["processed"], counts["documents_failed"]) == ("done", DOCUMENTS, 0), record
@@ -195,6 +195,22 @@ async def assert_whole(http: httpx.AsyncClient, job_id: str, graph: Graph) -> No
     assert len(stored) == DOCUMENTS == len({d["doc_id"] for d in stored})
     assert {d["doc_id"] for d in stored} == {d["doc_id"] for d in listed}
     assert await graph.leftovers() == (0, 0, 0)
+    return record, len(stored)
+
+
+def report(fault_report: Any, fault: str, injected: str, killed_at: int, record: dict[str, Any], stored: int) -> None:
+    counts = record["counts"]
+    fault_report(
+        fault,
+        injected,
+        requests=1,  # the ingestion request; the store owes its documents
+        messages_expected=DOCUMENTS,
+        messages_stored=stored,
+        outcomes=[f"202, job {record['status']}"],
+        notes=f"killed at {killed_at} of {DOCUMENTS} documents processed; added {counts['documents_added']}, "
+        f"unchanged (indexed before the kill, not recorded) {counts['documents_unchanged']}; "
+        "nothing orphaned, duplicated or miscounted",
+    )
 
 
 def ingestion_workers() -> list[multiprocessing.Process]:
@@ -203,20 +219,23 @@ def ingestion_workers() -> list[multiprocessing.Process]:
 
 @stores(neo4j_job_store="sqlite")
 async def test_a_worker_killed_mid_job_is_replaced_and_the_job_finishes_whole(
-    data_dir: Path, job_store: dict[str, str], graph: Graph
+    data_dir: Path, job_store: dict[str, str], graph: Graph, fault_report: Any
 ) -> None:
     settings = make_settings(data_dir, **JOB_SETTINGS, **job_store, **graph.settings)
     with live_server(settings) as server:
         async with httpx.AsyncClient(base_url=server.base_url, timeout=60) as http:
             job_id = await start_job(http)
-            await until(http, job_id, mid_job, within_s=90)
+            killed_at = (await until(http, job_id, mid_job, within_s=90))["processed"]
             [worker] = ingestion_workers()
             os.kill(worker.pid, signal.SIGKILL)  # type: ignore[arg-type]  # a started process has a pid
 
             await until(http, job_id, over, within_s=180)
             replaced = [child.pid for child in ingestion_workers()]
             assert replaced and worker.pid not in replaced
-            await assert_whole(http, job_id, graph)
+            record, stored = await assert_whole(http, job_id, graph)
+    stores_used = f"{job_store['JOB_STORE']} jobs, {graph.settings['GRAPH_STORE']} graph"
+    injected = f"SIGKILL to the serving process's worker mid-job ({stores_used}); the serving process starts another"
+    report(fault_report, "Ingestion worker killed mid-job", injected, killed_at, record, stored)
 
 
 def children_of(pid: int) -> list[int]:
@@ -242,7 +261,7 @@ def alive(pid: int) -> bool:
 
 @stores(neo4j_job_store="postgres")  # how a scaled-out deployment runs: Postgres and Neo4j
 async def test_the_serving_process_killed_mid_job_resumes_it_after_a_restart(
-    data_dir: Path, tmp_path: Path, job_store: dict[str, str], graph: Graph
+    data_dir: Path, tmp_path: Path, job_store: dict[str, str], graph: Graph, fault_report: Any
 ) -> None:
     env = {
         "DATA_DIR": str(data_dir),
@@ -256,7 +275,7 @@ async def test_the_serving_process_killed_mid_job_resumes_it_after_a_restart(
     with ServeProcess(env, tmp_path) as first:
         async with httpx.AsyncClient(base_url=first.base_url, timeout=60) as http:
             job_id = await start_job(http)
-            await until(http, job_id, mid_job, within_s=90)
+            killed_at = (await until(http, job_id, mid_job, within_s=90))["processed"]
             workers = children_of(first.process.pid)
             assert workers, first.log()
             first.send(signal.SIGKILL)
@@ -272,4 +291,7 @@ async def test_the_serving_process_killed_mid_job_resumes_it_after_a_restart(
         async with httpx.AsyncClient(base_url=second.base_url, timeout=60) as http:
             assert (await job(http, job_id))["status"] in ("queued", "running")
             await until(http, job_id, over, within_s=180)
-            await assert_whole(http, job_id, graph)
+            record, stored = await assert_whole(http, job_id, graph)
+    stores_used = f"{job_store['JOB_STORE']} jobs, {graph.settings['GRAPH_STORE']} graph"
+    injected = f"SIGKILL to `python -m backend serve` mid-job ({stores_used}); its worker stops; serve started again"
+    report(fault_report, "Serving process killed mid-job, restarted", injected, killed_at, record, stored)
