@@ -24,6 +24,7 @@ from backend.application.chat.stream_handler import StreamHandler
 from backend.application.chat.turns import TurnLimits, TurnService
 from backend.application.feedback import FeedbackService
 from backend.application.knowledge.communities import CommunityMaintainer, CommunityRefresher, DeferredRefresher
+from backend.application.knowledge.evidence import KnowledgeViews
 from backend.application.knowledge.indexing import GraphIndexer
 from backend.application.knowledge.jobs import IngestionJobs, JobRunner
 from backend.application.knowledge.knowledge_service import KnowledgeService
@@ -323,6 +324,7 @@ async def open_services(
             knowledge=knowledge.service,
             jobs=jobs,
             retrieval=RetrievalService(catalog, rag),
+            views=KnowledgeViews(catalog, knowledge.store),
             agent_types=pool.available_agent_types,
             probes=(
                 NamedProbe("conversation_store", store.ping),

@@ -9,6 +9,7 @@ from backend.application.chat.chat_handler import ChatHandler
 from backend.application.chat.history import HistoryService
 from backend.application.chat.stream_handler import StreamHandler
 from backend.application.feedback import FeedbackService
+from backend.application.knowledge.evidence import KnowledgeViews
 from backend.application.knowledge.jobs import IngestionJobs
 from backend.application.knowledge.knowledge_service import KnowledgeService
 from backend.application.knowledge.retrieval_service import RetrievalService
@@ -24,6 +25,7 @@ class ServiceContainer:
     knowledge: KnowledgeService
     jobs: IngestionJobs
     retrieval: RetrievalService
+    views: KnowledgeViews
     agent_types: Collection[str]
     probes: Sequence[HealthProbe]
     generation_mode: str

@@ -11,7 +11,7 @@ from fastapi import FastAPI
 from backend.application.services import ServiceContainer
 from backend.server import api_docs, web
 from backend.server.api import agui, health, openai_facade
-from backend.server.api.rest.v1 import chat, feedback, history, jobs, knowledge_bases
+from backend.server.api.rest.v1 import chat, feedback, history, jobs, kb_views, knowledge_bases
 from backend.server.body_limit import BodySizeLimit
 from backend.server.config import ServerConfig
 from backend.server.errors import install_error_handlers
@@ -45,7 +45,7 @@ def create_app(open_services: OpenServices, config: ServerConfig) -> FastAPI:
     app.add_middleware(HeadAsGet)  # outermost: every layer, the rate limit and the routes too, sees its GET
     app.state.server_config = config
     install_error_handlers(app)
-    for module in (chat, history, feedback, knowledge_bases, jobs, health, agui, openai_facade, web):
+    for module in (chat, history, feedback, knowledge_bases, kb_views, jobs, health, agui, openai_facade, web):
         app.include_router(module.router)
     api_docs.install(app)
     return app
