@@ -54,7 +54,8 @@ NO_EVIDENCE_ANSWER = (
 )
 GENERAL_UNAVAILABLE = (
     "Extractive mode: no language model is configured, so I can only answer questions about a knowledge base. "
-    "Choose a knowledge base (kb_prefix) or configure LLM_BASE_URL and LLM_MODEL for general chat."
+    "Ask about one of them (choose it, or name it as kb_prefix in an API request); general chat needs a language "
+    "model, which the server's operator configures (LLM_BASE_URL and LLM_MODEL)."
 )
 MAX_SENTENCES = 3
 MAX_LIST_SENTENCES = 6
