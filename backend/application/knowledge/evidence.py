@@ -89,10 +89,11 @@ class KnowledgeViews:
         """A few questions the KB can answer, made from what it holds: its most mentioned entities and its
         longest documents' titles, in the KB's language where a template exists."""
         kb = await self._knowledge_base(kb_prefix)
-        overview = await self._reader.overview(kb.kb_prefix, EXAMPLES, EXAMPLES)
+        overview = await self._reader.overview(kb.kb_prefix, 2 * EXAMPLES, EXAMPLES)
         about, titled = EXAMPLE_TEMPLATES.get(kb.language.split("-")[0].lower(), ("{}", "{}"))
-        questions = [about.format(name) for name in overview.entities[:2]]
-        questions += [titled.format(title) for title in overview.titles]
+        titles = {title.casefold() for title in overview.titles}
+        names = [name for name in overview.entities if name.casefold() not in titles]  # a title is asked below
+        questions = [about.format(name) for name in names[:2]] + [titled.format(title) for title in overview.titles]
         return _unique(questions)[:EXAMPLES]
 
     async def _knowledge_base(self, kb_prefix: str) -> KnowledgeBase:
