@@ -185,6 +185,86 @@ def test_the_page_works_with_an_api_key_and_the_extractive_answerer(data_dir: Pa
     assert_no_page_problems(seen, expected_statuses={401})
 
 
+LIGHTHOUSE = """# The Kestrel Point Lighthouse
+
+## History
+The **Kestrel Point Lighthouse** was built in 1887 by the engineer Mara Quennell for the Harbour Board of Saltmere.
+Its lamp was first lit on 3 March 1888 by keeper Tobias Fenwick, who tended it for thirty years.
+
+## Visiting
+- Tours run on Saturdays at 11:00 and cost £4 per adult.
+- The keeper's cottage now houses the Saltmere Maritime Museum.
+"""
+
+
+def test_upload_follow_the_job_ask_about_it_and_open_the_evidence_graph(data_dir: Path, tmp_path: Path) -> None:
+    upload = tmp_path / "kestrel-point.md"
+    upload.write_text(LIGHTHOUSE)
+    shots = {name: ARTIFACTS / f"web-{name}.png" for name in ("empty-state", "documents", "evidence-graph")}
+    settings = make_settings(
+        data_dir,
+        AUTH_MODE="api_key",
+        API_KEYS="web-admin-key=ada,web-reader-key=bob",
+        ADMIN_USERS="ada",
+    )
+    with live_server(settings) as server:
+        seen = drive_page(
+            server.base_url,
+            ARTIFACTS / "web-evidence.png",
+            scenario="evidence",
+            apiKey="web-admin-key",
+            readerKey="web-reader-key",
+            uploadPath=str(upload),
+            uploadTitle="The Kestrel Point Lighthouse",
+            kb="orchard",
+            question="Who built the Kestrel Point Lighthouse, and when?",
+            screenshots={name.split("-")[0]: str(path) for name, path in shots.items()},
+        )
+
+    # The start screen: each KB, its description and questions made from what it holds.
+    (card,) = seen["emptyState"]
+    assert card["kb"] == "orchard" and card["description"].startswith("Wrenfield Orchard")
+    assert len(card["examples"]) == 3 and all(example.endswith("?") for example in card["examples"])
+
+    # A reader may not upload: the page says so, and shows no job.
+    assert "Only an administrator may upload documents" in seen["readerUpload"]["notice"]
+    assert "HTTP 403" in seen["readerUpload"]["notice"] and seen["readerUpload"]["jobHidden"] is True
+
+    # The administrator's upload: the job is followed to its end and the document is listed and readable.
+    job = seen["job"]
+    assert job["status"].startswith("Job done: 1 of 1 documents · 1 added"), job
+    assert job["progress"] == [1, 1] and job["noticeHidden"] is True
+    assert set(seen["documentsAfter"]) - set(seen["documentsBefore"]) == {"The Kestrel Point Lighthouse"}
+    assert seen["reader"]["title"] == "The Kestrel Point Lighthouse"
+    assert "Mara Quennell" in seen["reader"]["text"]
+
+    # The answer cites the uploaded document; its snippets show no markdown syntax.
+    answer = seen["answer"]
+    assert answer["state"] == "done" and "1887" in answer["text"], answer
+    assert answer["citations"][0]["title"] == "The Kestrel Point Lighthouse"
+    for source in answer["citations"] + answer["consulted"]:
+        assert "**" not in source["snippet"] and "## " not in source["snippet"], source
+    assert answer["route"].startswith("Route: knowledge base orchard")
+    assert "chosen by the request" in answer["route"]
+
+    # The evidence graph is drawn: nodes and edges in vis-network, on its canvas, and a node's text on a click.
+    graph = seen["graph"]
+    assert graph["canvases"] >= 1
+    assert graph["nodes"] == graph["drawnNodes"] == graph["positioned"] > 1
+    assert graph["edges"] == graph["drawnEdges"] > 0
+    assert seen["detail"] and "Select a node" not in seen["detail"]
+
+    # An example question from the start screen asks itself.
+    example = seen["example"]
+    assert example["emptyHidden"] is True
+    assert [m["role"] for m in example["messages"]] == ["user", "assistant"]
+    assert example["messages"][0]["text"] == example["asked"]
+
+    for path in shots.values():
+        assert_png(path)
+    assert_no_page_problems(seen, expected_statuses={401, 403})
+
+
 def test_the_api_page_renders_with_the_network_cut_off(data_dir: Path) -> None:
     screenshot = ARTIFACTS / "api-docs.png"
     with live_server(make_settings(data_dir)) as server:

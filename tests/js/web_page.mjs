@@ -1,7 +1,7 @@
 // Drives the built-in web chat page (/ui/) in headless Chromium with playwright-core, as a user would.
 // Run by tests/e2e/test_web_page.py: argv[2] is JSON
-//   {baseUrl, chromiumPath, screenshot, scenario: "chat" | "auth" | "docs", question, kb, agent,
-//    stopQuestion, errorQuestion, tooLong, apiKey}
+//   {baseUrl, chromiumPath, screenshot, scenario: "chat" | "auth" | "docs" | "evidence", question, kb, agent,
+//    stopQuestion, errorQuestion, tooLong, apiKey, readerKey, uploadPath, screenshots: {empty, documents, evidence}}
 // and the last stdout line is one JSON object with what the page showed.
 import { chromium } from "playwright-core";
 
@@ -65,6 +65,8 @@ function messages() {
           snippet: source.querySelector("[data-testid=consulted-source-snippet]").textContent,
         })),
         route: text("route"),
+        citationSnippetElements: [...item.querySelectorAll("[data-testid=citation-snippet] *")].map((e) => e.tagName),
+        evidenceButton: all("evidence-toggle").length === 1,
         error: text("message-error"),
         note: item.querySelector(".note")?.textContent ?? null,
       };
@@ -204,7 +206,101 @@ async function docsScenario() {
   return out;
 }
 
-const SCENARIOS = { chat: () => chatScenario(), auth: () => authScenario(), docs: () => docsScenario() };
+async function saveKey(key) {
+  await page.$eval("[data-testid=api-key]", (input) => (input.closest("details").open = true));
+  await page.fill("[data-testid=api-key]", key);
+  await page.click("[data-testid=save-key]");
+  await page.waitForFunction(() => document.querySelectorAll("[data-testid=kb-select] option").length > 2);
+}
+
+// A user uploads a file, sees its job finish, asks about it, reads the cited sources and opens the evidence graph.
+async function evidenceScenario() {
+  const out = {};
+  await open();
+  await saveKey(args.readerKey);
+  await page.waitForSelector("[data-testid=example]");
+  out.emptyState = await page.$$eval("[data-testid=kb-card]", (cards) =>
+    cards.map((card) => ({
+      kb: card.querySelector("h3").textContent,
+      description: card.querySelector(".kb-description").textContent,
+      examples: [...card.querySelectorAll("[data-testid=example]")].map((b) => b.textContent),
+    })),
+  );
+  await page.screenshot({ path: args.screenshots.empty });
+
+  // Documents, as a reader: the upload is refused with a clear message and nothing pretends it worked.
+  await page.click("[data-testid=tab-documents]");
+  await page.waitForSelector("[data-testid=document]");
+  out.documentsBefore = await page.$$eval("[data-testid=document-title]", (cells) => cells.map((c) => c.textContent));
+  await page.setInputFiles("[data-testid=upload-files]", args.uploadPath);
+  await page.click("[data-testid=upload]");
+  await page.waitForSelector("[data-testid=docs-notice]:not([hidden])");
+  out.readerUpload = { notice: await text("docs-notice"), jobHidden: await page.$eval("[data-testid=job]", (j) => j.hidden) };
+
+  // As an administrator: the job is followed to its end, the document is listed and can be read.
+  await page.click("[data-testid=tab-chat]");
+  await saveKey(args.apiKey);
+  await page.click("[data-testid=tab-documents]");
+  await page.waitForSelector("[data-testid=document]");
+  await page.setInputFiles("[data-testid=upload-files]", args.uploadPath);
+  await page.click("[data-testid=upload]");
+  await page.waitForSelector("[data-testid=job][data-status=done]");
+  out.job = {
+    status: await text("job-status"),
+    progress: await page.$eval("[data-testid=job-progress]", (bar) => [bar.value, bar.max]),
+    noticeHidden: await page.$eval("[data-testid=docs-notice]", (notice) => notice.hidden),
+  };
+  await page.waitForFunction((count) => document.querySelectorAll("[data-testid=document]").length > count, out.documentsBefore.length);
+  out.documentsAfter = await page.$$eval("[data-testid=document-title]", (cells) => cells.map((c) => c.textContent));
+  const uploaded = page.locator("[data-testid=document]", { hasText: args.uploadTitle });
+  await uploaded.locator("[data-testid=document-read]").click();
+  await page.waitForSelector("[data-testid=reader]:not([hidden])");
+  out.reader = { title: await text("reader-title"), text: await text("reader-text") };
+  await page.screenshot({ path: args.screenshots.documents, fullPage: true });
+
+  // Ask about it, with the KB chosen.
+  await page.click("[data-testid=tab-chat]");
+  await page.selectOption("[data-testid=kb-select]", args.kb);
+  out.answer = await ask(args.question);
+  await page.click("[data-testid=message][data-role=assistant] [data-testid=evidence-toggle]");
+  await page.waitForSelector("[data-testid=evidence-canvas][data-drawn=true]");
+  out.graph = await page.$eval("[data-testid=evidence-canvas]", (canvas) => ({
+    nodes: Number(canvas.dataset.nodes),
+    edges: Number(canvas.dataset.edges),
+    canvases: canvas.querySelectorAll("canvas").length,
+    drawnNodes: canvas.graph.body.data.nodes.length,
+    drawnEdges: canvas.graph.body.data.edges.length,
+    positioned: Object.keys(canvas.graph.getPositions()).length,
+  }));
+  // Click the first node where it is drawn: its text shows beside the graph.
+  await page.locator("[data-testid=evidence-canvas]").scrollIntoViewIfNeeded();
+  const box = await page.$eval("[data-testid=evidence-canvas]", (canvas) => {
+    const id = canvas.graph.body.data.nodes.getIds()[0];
+    const at = canvas.graph.canvasToDOM(canvas.graph.getPositions([id])[id]);
+    const rect = canvas.getBoundingClientRect();
+    return { x: rect.x + at.x, y: rect.y + at.y };
+  });
+  await page.mouse.click(box.x, box.y);
+  out.detail = await text("evidence-detail");
+  await page.locator("[data-testid=evidence]").scrollIntoViewIfNeeded();
+  await page.screenshot({ path: args.screenshots.evidence, fullPage: true });
+
+  // A new conversation shows the start screen again; an example question asks itself.
+  await page.click("[data-testid=new-conversation]");
+  await page.waitForSelector("[data-testid=empty-state]:not([hidden]) [data-testid=example]");
+  const example = await page.textContent("[data-testid=example]");
+  await page.click("[data-testid=example]");
+  await page.waitForSelector("[data-testid=message][data-role=assistant][data-state=done]");
+  out.example = { asked: example, messages: await messages(), emptyHidden: await page.$eval("[data-testid=empty-state]", (e) => e.hidden) };
+  return out;
+}
+
+const SCENARIOS = {
+  chat: () => chatScenario(),
+  auth: () => authScenario(),
+  docs: () => docsScenario(),
+  evidence: () => evidenceScenario(),
+};
 
 try {
   const result = await SCENARIOS[args.scenario]();

@@ -31,9 +31,40 @@ const ui = {
   send: $("send"),
   stop: $("stop"),
   status: $("status"),
+  chatSettings: $("chat-settings"),
+  chatView: $("chat-view"),
+  tabChat: $("tab-chat"),
+  tabDocuments: $("tab-documents"),
+  emptyState: $("empty-state"),
+  kbCards: $("kb-cards"),
+  documentsView: $("documents-view"),
+  docsKb: $("docs-kb"),
+  uploadForm: $("upload-form"),
+  uploadFiles: $("upload-files"),
+  upload: $("upload"),
+  docsNotice: $("docs-notice"),
+  job: $("job"),
+  jobProgress: $("job-progress"),
+  jobStatus: $("job-status"),
+  jobFailures: $("job-failures"),
+  documentsCaption: $("documents-caption"),
+  documentsList: $("documents-list"),
+  reader: $("reader"),
+  readerTitle: $("reader-title"),
+  readerText: $("reader-text"),
 };
 
-const state = { sessionId: "", fresh: true, agentTypes: [], knowledgeBases: [], running: null, nextKey: 0 };
+const state = {
+  sessionId: "",
+  fresh: true,
+  agentTypes: [],
+  knowledgeBases: [],
+  examples: new Map(), // kb_prefix -> example questions (GET /kbs/{kb}/examples)
+  running: null,
+  nextKey: 0,
+};
+const JOB_POLL_MS = 400;
+const FINISHED_JOB = new Set(["done", "failed", "cancelled"]);
 
 // ---------------------------------------------------------------- HTTP
 
@@ -66,14 +97,15 @@ async function apiError(response) {
 }
 
 async function api(path, { method = "GET", body, signal } = {}) {
+  const form = body instanceof FormData; // multipart: the browser writes the Content-Type with its boundary
   const response = await fetch(API + path, {
     method,
-    headers: requestHeaders(body !== undefined),
-    body: body === undefined ? undefined : JSON.stringify(body),
+    headers: requestHeaders(body !== undefined && !form),
+    body: body === undefined || form ? body : JSON.stringify(body),
     signal,
   });
   if (!response.ok) throw await apiError(response);
-  return response.json();
+  return response.status === 204 ? null : response.json();
 }
 
 /**
@@ -143,12 +175,35 @@ function showReasoning(item, text) {
   box.querySelector("p").append(text);
 }
 
+/**
+ * Markdown in a document's text shown as what it means, never parsed as HTML: heading and list markers go,
+ * **strong**, *emphasis* and `code` become elements whose text is set with textContent, [text](url) its text.
+ */
+function renderMarkdownText(text) {
+  const plain = text
+    .replace(/(^|\s)#{1,6}\s+/g, "$1") // heading markers, also inside a snippet whose lines were joined
+    .replace(/(^|\s)[-*+]\s+(?=\S)/g, "$1• ") // list items
+    .replace(/!?\[([^\]]*)\]\([^)]*\)/g, "$1"); // links and images: their text
+  const fragment = document.createDocumentFragment();
+  let last = 0;
+  for (const match of plain.matchAll(/\*\*(.+?)\*\*|__(.+?)__|`([^`]+)`|\*(\S(?:.*?\S)?)\*/g)) {
+    fragment.append(plain.slice(last, match.index));
+    const [tag, inner] = match[1] ?? match[2] ? ["strong", match[1] ?? match[2]] : match[3] ? ["code", match[3]] : ["em", match[4]];
+    fragment.append(element(tag, "", inner));
+    last = match.index + match[0].length;
+  }
+  fragment.append(plain.slice(last));
+  return fragment;
+}
+
 function sourceEntry(source, testid) {
   const entry = element("li", testid);
   entry.dataset.testid = testid;
+  entry.dataset.sourceId = source.id || "";
   const title = element("span", "citation-title", source.title || source.doc_id || "untitled");
   title.dataset.testid = `${testid}-title`;
-  const snippet = element("p", "citation-snippet", source.snippet);
+  const snippet = element("p", "citation-snippet");
+  snippet.append(renderMarkdownText(source.snippet || ""));
   snippet.dataset.testid = `${testid}-snippet`;
   entry.append(title, snippet);
   return entry;
@@ -180,6 +235,8 @@ function showCitations(item, citations, consulted = []) {
     after.after(box);
   }
   item.dataset.citations = String(citations.length);
+  item.evidence = { cited: citations.map((c) => c.id), consulted: consulted.map((c) => c.id) };
+  if (citations.length || consulted.length) addEvidenceButton(item);
 }
 
 /** Once the answer is complete, turn its [n] markers into links to the n-th citation. */
@@ -212,19 +269,25 @@ function describeRoute(route, generationMode) {
     const why = route.agent_reason ? ` (${route.agent_reason})` : "";
     parts.push(`knowledge base ${route.kb_prefix}`, `agent ${agent}${why}`, `worker ${route.worker_name}`);
   }
-  if (route.method === "requested") {
-    parts.push(`chosen by the request: ${route.reason}`);
-  } else {
-    const confidence = Number(route.confidence).toFixed(2);
-    const routed = `${route.routed_kb_prefix || "no knowledge base"} (${route.method}, confidence ${confidence})`;
-    parts.push(`router: ${routed}: ${route.reason}`);
-  }
+  parts.push(whyThisKb(route));
   if (generationMode) parts.push(`answer: ${generationMode}`);
   return `Route: ${parts.join(" · ")}`;
 }
 
+/** Why the turn went where it went, true to the decision: a KB asked for and kept is not "no knowledge base". */
+function whyThisKb(route) {
+  if (route.method === "requested") return `chosen by the request: ${route.reason}`;
+  const how = `${route.method}, confidence ${Number(route.confidence).toFixed(2)}`;
+  if (route.routed_kb_prefix) return `router: ${route.routed_kb_prefix} (${how}): ${route.reason}`;
+  if (route.requested_kb_prefix && route.kb_prefix === route.requested_kb_prefix) {
+    return `asked for ${route.kb_prefix}; the router found no better match (${how}): ${route.reason}`;
+  }
+  return `router: no knowledge base fits the message (${how}): ${route.reason}`;
+}
+
 function showRoute(item, debug) {
   if (!debug || !debug.route) return;
+  if (debug.route.kb_prefix && debug.route.worker_name) item.dataset.kb = debug.route.kb_prefix;
   const line = element("p", "route", describeRoute(debug.route, debug.generation_mode));
   line.dataset.testid = "route";
   if (debug.route.reason) line.title = debug.route.reason;
@@ -362,6 +425,7 @@ async function showStoredRoute(item, messageId) {
 async function send(message) {
   showNotice("");
   state.fresh = false;
+  ui.emptyState.hidden = true;
   const question = addMessage("user", message);
   const answer = addMessage("assistant");
   answer.dataset.state = "streaming";
@@ -420,6 +484,7 @@ async function send(message) {
       // Rejected before the stream opened: nothing was stored, so give the message back for editing.
       question.remove();
       answer.remove();
+      showEmptyState();
       ui.message.value = message;
       showNotice(describeError(error));
       setStatus("");
@@ -434,6 +499,314 @@ async function send(message) {
   }
 }
 
+
+// ---------------------------------------------------------------- the evidence graph
+
+let graphLibrary = null;
+
+/** vis-network (served from the pyvis wheel under /ui/), loaded the first time a graph is opened. */
+function loadGraphLibrary() {
+  graphLibrary ??= new Promise((resolve, reject) => {
+    const css = document.createElement("link");
+    css.rel = "stylesheet";
+    css.href = "vis-network.css";
+    const script = document.createElement("script");
+    script.src = "vis-network.min.js";
+    script.onload = () => resolve(window.vis);
+    script.onerror = () => {
+      graphLibrary = null;
+      reject(new Error("the graph library (vis-network) could not be loaded"));
+    };
+    document.head.append(css, script);
+  });
+  return graphLibrary;
+}
+
+function addEvidenceButton(item) {
+  if (part(item, "evidence-toggle")) return;
+  const button = element("button", "evidence-toggle", "Evidence graph");
+  button.type = "button";
+  button.dataset.testid = "evidence-toggle";
+  button.setAttribute("aria-expanded", "false");
+  button.addEventListener("click", () => toggleEvidence(item, button));
+  const anchor = part(item, "consulted") || part(item, "citations") || part(item, "message-text");
+  anchor.after(button);
+}
+
+async function toggleEvidence(item, button) {
+  const open = part(item, "evidence");
+  if (open) {
+    open.remove();
+    button.setAttribute("aria-expanded", "false");
+    return;
+  }
+  const panel = element("section", "evidence");
+  panel.dataset.testid = "evidence";
+  panel.setAttribute("aria-label", "Evidence graph");
+  const canvas = element("div", "evidence-canvas");
+  canvas.dataset.testid = "evidence-canvas";
+  const detail = element("div", "evidence-detail", "Select a node or an edge to read it.");
+  detail.dataset.testid = "evidence-detail";
+  const legend = element("p", "evidence-legend",
+    "Boxes: passages · dots: entities · dark: cited by the answer · light: consulted, not cited · grey: mentioned by a passage · dashed: a passage mentions an entity");
+  panel.append(legend, canvas, detail);
+  button.after(panel);
+  button.setAttribute("aria-expanded", "true");
+  try {
+    const kb = item.dataset.kb || (ui.kb.value !== "general" ? ui.kb.value : "");
+    if (!kb) throw new Error("the knowledge base of this answer is not known");
+    const ids = [...item.evidence.cited, ...item.evidence.consulted];
+    const query = ids.map((id) => `id=${encodeURIComponent(id)}`).join("&");
+    const [vis, graph] = await Promise.all([loadGraphLibrary(), api(`/kbs/${encodeURIComponent(kb)}/evidence?${query}`)]);
+    drawEvidence(vis, canvas, detail, graph, new Set(item.evidence.cited));
+  } catch (error) {
+    detail.textContent = `The evidence graph could not be drawn: ${error instanceof ApiError ? describeError(error) : error.message}`;
+    detail.classList.add("error");
+  }
+}
+
+const COLORS = { cited: "#2357b5", consulted: "#8fb0e6", mentioned: "#c9ced6" };
+
+function drawEvidence(vis, canvas, detail, graph, cited) {
+  const role = (node) => (cited.has(node.id) ? "cited" : node.source ? "consulted" : "mentioned");
+  const nodes = graph.nodes.map((node) => ({
+    id: node.id,
+    label: node.label.length > 40 ? node.label.slice(0, 39) + "…" : node.label,
+    shape: node.kind === "chunk" ? "box" : "dot",
+    size: 12,
+    color: COLORS[role(node)],
+    font: { color: role(node) === "cited" && node.kind === "chunk" ? "#ffffff" : "#1d232b", size: 13 },
+  }));
+  const edges = graph.edges.map((edge, index) => ({
+    id: index,
+    from: edge.source,
+    to: edge.target,
+    dashes: edge.kind === "mentions",
+    width: edge.is_source ? 3 : 1,
+    color: { color: edge.is_source ? COLORS.cited : "#9aa3ad" },
+  }));
+  canvas.dataset.nodes = String(nodes.length);
+  canvas.dataset.edges = String(edges.length);
+  if (!nodes.length) {
+    detail.textContent = "The knowledge base no longer holds these sources.";
+    canvas.dataset.drawn = "true";
+    return;
+  }
+  const network = new vis.Network(
+    canvas,
+    { nodes: new vis.DataSet(nodes), edges: new vis.DataSet(edges) },
+    { physics: { stabilization: { iterations: 150 } }, interaction: { hover: true }, edges: { smooth: false } },
+  );
+  // Once laid out, the graph holds still (nodes can still be dragged): a click lands where the node is drawn.
+  network.once("stabilizationIterationsDone", () => {
+    network.setOptions({ physics: false });
+    network.once("afterDrawing", () => (canvas.dataset.drawn = "true"));
+    network.redraw();
+  });
+  const byId = new Map(graph.nodes.map((node) => [node.id, node]));
+  network.on("click", (event) => {
+    if (event.nodes.length) showNode(detail, byId.get(event.nodes[0]), role(byId.get(event.nodes[0])));
+    else if (event.edges.length) showEdge(detail, graph.edges[event.edges[0]], byId);
+  });
+  canvas.graph = network; // for the browser test
+}
+
+function showNode(detail, node, role) {
+  const heading = element("strong", "", node.label);
+  const kind = element("span", "evidence-kind", ` ${node.kind === "chunk" ? "passage" : "entity"}, ${role}`);
+  const text = element("p", "evidence-text");
+  text.append(renderMarkdownText(node.detail || ""));
+  detail.replaceChildren(heading, kind, text);
+  detail.classList.remove("error");
+}
+
+function showEdge(detail, edge, byId) {
+  const name = (id) => byId.get(id)?.label ?? id;
+  const heading = element("strong", "", `${name(edge.source)} — ${name(edge.target)}`);
+  const text = element("p", "evidence-text", edge.kind === "mentions" ? "The passage mentions the entity." : edge.label);
+  detail.replaceChildren(heading, text);
+}
+
+// ---------------------------------------------------------------- the start screen
+
+/** Before the first message: each KB with its description and a few questions it can answer. */
+async function showEmptyState() {
+  const empty = ui.messages.children.length === 0;
+  ui.emptyState.hidden = !empty || !state.knowledgeBases.length;
+  if (ui.emptyState.hidden) return;
+  await Promise.all(state.knowledgeBases.filter((kb) => !state.examples.has(kb.kb_prefix)).map(loadExamples));
+  ui.kbCards.replaceChildren(...state.knowledgeBases.map(kbCard));
+}
+
+async function loadExamples(kb) {
+  try {
+    state.examples.set(kb.kb_prefix, (await api(`/kbs/${encodeURIComponent(kb.kb_prefix)}/examples`)).examples);
+  } catch {
+    state.examples.set(kb.kb_prefix, []); // the card still shows the KB and its description
+  }
+}
+
+function kbCard(kb) {
+  const card = element("li", "kb-card");
+  card.dataset.testid = "kb-card";
+  card.append(element("h3", "", kb.kb_prefix), element("p", "kb-description", kb.description));
+  const examples = element("ul", "examples");
+  for (const question of state.examples.get(kb.kb_prefix) || []) {
+    const button = element("button", "example", question);
+    button.type = "button";
+    button.dataset.testid = "example";
+    button.addEventListener("click", () => {
+      if (state.running) return;
+      ui.kb.value = kb.kb_prefix;
+      localStorage.setItem(STORAGE.kb, kb.kb_prefix);
+      fillAgents();
+      send(question);
+    });
+    const entry = element("li");
+    entry.append(button);
+    examples.append(entry);
+  }
+  card.append(examples);
+  return card;
+}
+
+// ---------------------------------------------------------------- documents
+
+function showDocsNotice(message) {
+  ui.docsNotice.textContent = message;
+  ui.docsNotice.hidden = !message;
+}
+
+function describeAdminError(error, what) {
+  if (error instanceof ApiError && error.status === 403) {
+    return `Only an administrator may ${what}: ${error.message} (${error.code}, HTTP 403). Nothing was changed.`;
+  }
+  return error instanceof ApiError ? describeError(error) : `Could not reach the server: ${error.message}`;
+}
+
+function fillDocsKbs() {
+  const wanted = ui.docsKb.value || (ui.kb.value && ui.kb.value !== "general" ? ui.kb.value : "");
+  ui.docsKb.replaceChildren(...state.knowledgeBases.map((kb) => new Option(kb.kb_prefix, kb.kb_prefix)));
+  if (state.knowledgeBases.some((kb) => kb.kb_prefix === wanted)) ui.docsKb.value = wanted;
+}
+
+const docsPath = (suffix = "") => `/kbs/${encodeURIComponent(ui.docsKb.value)}/documents${suffix}`;
+
+async function loadDocuments() {
+  if (!ui.docsKb.value) return;
+  try {
+    const listing = await api(docsPath());
+    ui.documentsCaption.textContent = `${listing.documents.length} documents in ${listing.kb_prefix}`;
+    ui.documentsList.replaceChildren(...listing.documents.map(documentRow));
+  } catch (error) {
+    showDocsNotice(describeError(error));
+  }
+}
+
+function documentRow(document_) {
+  const row = element("tr");
+  row.dataset.testid = "document";
+  row.dataset.docId = document_.doc_id;
+  const title = element("td", "", document_.title || document_.source || document_.doc_id);
+  title.dataset.testid = "document-title";
+  const added = document_.created_at ? new Date(document_.created_at).toLocaleString() : "";
+  const actions = element("td", "document-actions");
+  const read = element("button", "", "Read");
+  read.type = "button";
+  read.dataset.testid = "document-read";
+  read.addEventListener("click", () => readDocument(document_));
+  const remove = element("button", "danger", "Delete");
+  remove.type = "button";
+  remove.dataset.testid = "document-delete";
+  remove.addEventListener("click", () => deleteDocument(document_, row));
+  actions.append(read, remove);
+  row.append(title, element("td", "", String(document_.chunk_count)), element("td", "", added), actions);
+  return row;
+}
+
+async function readDocument(document_) {
+  try {
+    const stored = await api(docsPath(`/${encodeURIComponent(document_.doc_id)}`));
+    ui.readerTitle.textContent = stored.title || stored.doc_id;
+    ui.readerText.textContent = stored.text;
+    ui.reader.hidden = false;
+    ui.reader.scrollIntoView({ block: "start" });
+  } catch (error) {
+    showDocsNotice(describeError(error));
+  }
+}
+
+async function deleteDocument(document_, row) {
+  if (!confirm(`Delete “${document_.title || document_.doc_id}” and everything only it supports?`)) return;
+  showDocsNotice("");
+  try {
+    await api(docsPath(`/${encodeURIComponent(document_.doc_id)}`), { method: "DELETE" });
+    row.remove();
+    ui.reader.hidden = true;
+    await loadDocuments();
+  } catch (error) {
+    showDocsNotice(describeAdminError(error, "delete documents"));
+  }
+}
+
+function describeJob(job) {
+  const c = job.counts;
+  const counts = `${c.documents_added} added, ${c.documents_replaced} replaced, ${c.documents_unchanged} unchanged, ${c.documents_failed} failed · ${c.chunks_written} chunks, ${c.entity_mentions} entity and ${c.relation_mentions} relation mentions`;
+  const error = job.error ? ` — ${job.error}` : "";
+  return `Job ${job.status}: ${job.processed} of ${job.total} documents · ${counts}${error}`;
+}
+
+function showJob(job) {
+  ui.job.hidden = false;
+  ui.job.dataset.status = job.status;
+  ui.jobProgress.max = Math.max(job.total, 1);
+  ui.jobProgress.value = job.processed;
+  ui.jobStatus.textContent = describeJob(job);
+  ui.jobFailures.replaceChildren(
+    ...job.failures.map((failure) => element("li", "error", `${failure.title || failure.source}: ${failure.error}`)),
+  );
+}
+
+async function upload() {
+  const files = [...ui.uploadFiles.files];
+  if (!files.length || !ui.docsKb.value) return;
+  showDocsNotice("");
+  const form = new FormData();
+  for (const file of files) form.append("files", file, file.name);
+  ui.upload.disabled = true;
+  try {
+    let job = await api(docsPath(), { method: "POST", body: form });
+    showJob(job);
+    while (!FINISHED_JOB.has(job.status)) {
+      await new Promise((resolve) => setTimeout(resolve, JOB_POLL_MS));
+      job = await api(`/jobs/${encodeURIComponent(job.job_id)}`);
+      showJob(job);
+    }
+    ui.uploadFiles.value = "";
+    await loadDocuments();
+  } catch (error) {
+    showDocsNotice(describeAdminError(error, "upload documents"));
+  } finally {
+    ui.upload.disabled = false;
+  }
+}
+
+// ---------------------------------------------------------------- views
+
+function showView() {
+  const documents = location.hash === "#documents";
+  ui.documentsView.hidden = !documents;
+  ui.chatSettings.hidden = documents;
+  ui.chatView.hidden = documents;
+  ui.composer.hidden = documents;
+  ui.tabDocuments.setAttribute("aria-current", documents ? "page" : "false");
+  ui.tabChat.setAttribute("aria-current", documents ? "false" : "page");
+  if (documents) {
+    fillDocsKbs();
+    loadDocuments();
+  }
+}
+
 // ---------------------------------------------------------------- wiring
 
 async function reload() {
@@ -442,6 +815,8 @@ async function reload() {
   try {
     await loadKnowledgeBases();
     await loadHistory();
+    await showEmptyState();
+    showView();
   } catch (error) {
     showNotice(describeError(error));
   }
@@ -476,6 +851,7 @@ ui.newConversation.addEventListener("click", () => {
   ui.messages.replaceChildren();
   showNotice("");
   setStatus("New conversation.");
+  showEmptyState();
 });
 
 ui.clear.addEventListener("click", async () => {
@@ -485,6 +861,7 @@ ui.clear.addEventListener("click", async () => {
     ui.messages.replaceChildren();
     showNotice("");
     setStatus(`Cleared ${result.cleared_messages} messages.`);
+    showEmptyState();
   } catch (error) {
     showNotice(describeError(error));
   }
@@ -497,6 +874,18 @@ ui.keyForm.addEventListener("submit", async (event) => {
   else localStorage.removeItem(STORAGE.apiKey);
   await reload();
   if (!ui.notice.textContent) setStatus(key ? "API key saved." : "API key removed.");
+});
+
+window.addEventListener("hashchange", showView);
+ui.docsKb.addEventListener("change", () => {
+  ui.reader.hidden = true;
+  ui.job.hidden = true;
+  showDocsNotice("");
+  loadDocuments();
+});
+ui.uploadForm.addEventListener("submit", (event) => {
+  event.preventDefault();
+  upload();
 });
 
 const savedSession = localStorage.getItem(STORAGE.session);
