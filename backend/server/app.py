@@ -9,7 +9,7 @@ from typing import Any
 from fastapi import FastAPI
 
 from backend.application.services import ServiceContainer
-from backend.server import api_docs, web
+from backend.server import api_description, api_docs, web
 from backend.server.api import agui, health, openai_facade
 from backend.server.api.rest.v1 import chat, feedback, history, jobs, kb_views, knowledge_bases
 from backend.server.body_limit import BodySizeLimit
@@ -48,4 +48,5 @@ def create_app(open_services: OpenServices, config: ServerConfig) -> FastAPI:
     for module in (chat, history, feedback, knowledge_bases, kb_views, jobs, health, agui, openai_facade, web):
         app.include_router(module.router)
     api_docs.install(app)
+    api_description.install(app, config)
     return app

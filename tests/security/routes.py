@@ -22,19 +22,19 @@ PATH_VALUES = {
 }
 
 
-def _no_services() -> Any:
+def no_services() -> Any:
     raise AssertionError("describing the API opens nothing")
 
 
 def api_description() -> dict[str, Any]:
     """What the served app publishes at /openapi.json (building it needs no service)."""
-    return create_app(_no_services, ServerConfig()).openapi()
+    return create_app(no_services, ServerConfig()).openapi()
 
 
 def every_route() -> list[tuple[str, str]]:
     """(method, path template): the API's operations, the web page's routes (kept out of the description), and
     the description's own pages and their assets."""
-    app = create_app(_no_services, ServerConfig())
+    app = create_app(no_services, ServerConfig())
     found = [(method.upper(), path) for path, item in app.openapi()["paths"].items() for method in item]
     for route in [*web.router.routes, *app.routes]:
         if isinstance(route, APIRoute | Route):

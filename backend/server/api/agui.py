@@ -21,6 +21,7 @@ from backend.domain.context import RequestContext
 from backend.domain.debug import DebugLevel
 from backend.server.agui.inputs import run_from_input
 from backend.server.agui.translator import AguiTranslator, encode
+from backend.server.api_description import errors
 from backend.server.deps import ConfigDep, PrincipalDep, ServicesDep, use_request_id
 from backend.server.sse import EventStreamResponse, event_stream
 
@@ -76,7 +77,8 @@ class _Run:
 RunDep = Annotated[_Run, Depends()]
 
 _STREAM: dict[int | str, dict[str, Any]] = {
-    200: {"content": {"text/event-stream": {}}, "description": "SSE stream of AG-UI events"}
+    200: {"content": {"text/event-stream": {}}, "description": "SSE stream of AG-UI events"},
+    **errors(404, 409, 501),
 }
 
 

@@ -11,6 +11,7 @@ from fastapi.responses import JSONResponse
 from backend.application.ports.health import HealthProbe
 from backend.domain.errors import GraphRagError
 from backend.server.deps import ServicesDep
+from backend.server.models.responses import ReadyResponse
 
 logger = logging.getLogger(__name__)
 
@@ -38,7 +39,11 @@ async def _check(probe: HealthProbe) -> str:
     return "ok"
 
 
-@router.get("/ready")
+@router.get(
+    "/ready",
+    response_model=ReadyResponse,
+    responses={503: {"model": ReadyResponse, "description": "a store does not answer: `checks` says which"}},
+)
 async def ready(services: ServicesDep) -> JSONResponse:
     results = await asyncio.gather(*(_check(probe) for probe in services.probes))
     checks = {probe.name: result for probe, result in zip(services.probes, results, strict=True)}

@@ -5,7 +5,7 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel
+from pydantic import BaseModel, Field
 
 from backend.application.chat.chat_handler import ChatResult
 from backend.domain.conversation import Citation, StoredMessage
@@ -113,3 +113,13 @@ class ClearResponse(BaseModel):
 class FeedbackResponse(BaseModel):
     status: str = "ok"
     feedback_id: str
+
+
+class ReadyResponse(BaseModel):
+    """`GET /ready`: 200 when every store answers, else 503 with the same body."""
+
+    ready: bool
+    checks: dict[str, str] = Field(
+        description="each store's name → `ok`, `unavailable` or `timed out after 2s` (the cause is in the log)",
+        examples=[{"conversation_store": "ok", "knowledge_store": "ok", "job_store": "unavailable"}],
+    )

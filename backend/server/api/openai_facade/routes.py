@@ -32,6 +32,7 @@ from backend.server.api.openai_facade.models import (
     ModelCard,
     ModelList,
 )
+from backend.server.api_description import errors
 from backend.server.deps import ConfigDep, PrincipalDep, RequestIdDep, ServicesDep
 from backend.server.sse import EventStreamResponse, event_stream
 
@@ -44,7 +45,9 @@ async def list_models(services: ServicesDep, principal: PrincipalDep) -> ModelLi
     return ModelList(data=[model.card() for model in await available_models(services)])
 
 
-@router.get("/models/{model_id:path}", response_model=ModelCard)  # ids contain a slash: orchard/hybrid_agent
+@router.get(
+    "/models/{model_id:path}", response_model=ModelCard, responses=errors(404)
+)  # ids contain a slash: orchard/hybrid_agent
 async def retrieve_model(model_id: str, services: ServicesDep, principal: PrincipalDep) -> ModelCard:
     del principal
     return find_model(await available_models(services), model_id).card()
@@ -53,7 +56,10 @@ async def retrieve_model(model_id: str, services: ServicesDep, principal: Princi
 @router.post(
     "/chat/completions",
     response_model=ChatCompletion,
-    responses={200: {"content": {"text/event-stream": {}}, "description": "with `stream: true`: SSE chunks"}},
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "with `stream: true`: SSE chunks"},
+        **errors(404, 409, 501, 502, 504),
+    },
 )
 async def chat_completions(
     body: ChatCompletionRequest,

@@ -11,6 +11,7 @@ from backend.application.chat.turns import PreparedTurn
 from backend.application.services import ServiceContainer
 from backend.domain.context import RequestContext
 from backend.domain.events import INTERNAL_KINDS
+from backend.server.api_description import errors
 from backend.server.deps import ConfigDep, PrincipalDep, RequestIdDep, ServicesDep
 from backend.server.models.requests import ChatRequest
 from backend.server.models.responses import ChatResponse
@@ -29,7 +30,7 @@ def _context(body: ChatRequest, principal: PrincipalDep, request_id: str, config
     )
 
 
-@router.post("/chat", response_model=ChatResponse)
+@router.post("/chat", response_model=ChatResponse, responses=errors(400, 404, 409, 501, 502, 504))
 async def chat(
     body: ChatRequest,
     services: ServicesDep,
@@ -57,7 +58,10 @@ async def _frames(services: ServiceContainer, turn: PreparedTurn) -> AsyncIterat
 @router.post(
     "/chat/stream",
     response_class=EventStreamResponse,
-    responses={200: {"content": {"text/event-stream": {}}, "description": "SSE stream of chat events"}},
+    responses={
+        200: {"content": {"text/event-stream": {}}, "description": "SSE stream of chat events"},
+        **errors(400, 404, 409, 501),
+    },
 )
 async def chat_stream(
     body: ChatRequest, services: ServicesDep, config: ConfigDep, principal: PrincipalDep, request_id: RequestIdDep

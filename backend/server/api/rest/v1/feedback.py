@@ -5,6 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from backend.domain.conversation import FeedbackRecord
+from backend.server.api_description import errors
 from backend.server.deps import PrincipalDep, ServicesDep
 from backend.server.models.requests import FeedbackRequest
 from backend.server.models.responses import FeedbackResponse
@@ -12,7 +13,7 @@ from backend.server.models.responses import FeedbackResponse
 router = APIRouter(prefix="/api/v1", tags=["feedback"])
 
 
-@router.post("/feedback", response_model=FeedbackResponse)
+@router.post("/feedback", response_model=FeedbackResponse, responses=errors(404))
 async def feedback(body: FeedbackRequest, services: ServicesDep, principal: PrincipalDep) -> FeedbackResponse:
     user = principal.resolve_user(body.user_id)
     record = FeedbackRecord(

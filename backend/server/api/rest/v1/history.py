@@ -6,6 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from backend.server.api_description import errors
 from backend.server.deps import PrincipalDep, ServicesDep
 from backend.server.models.requests import ClearRequest
 from backend.server.models.responses import ClearResponse, MessageOut, MessagesResponse
@@ -13,7 +14,7 @@ from backend.server.models.responses import ClearResponse, MessageOut, MessagesR
 router = APIRouter(prefix="/api/v1", tags=["history"])
 
 
-@router.get("/conversations/{session_id}/messages", response_model=MessagesResponse)
+@router.get("/conversations/{session_id}/messages", response_model=MessagesResponse, responses=errors(400, 404))
 async def list_messages(
     session_id: str,
     services: ServicesDep,

@@ -6,13 +6,14 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
+from backend.server.api_description import errors
 from backend.server.deps import AdminDep, PrincipalDep, ServicesDep
 from backend.server.models.jobs import JobOut
 
 router = APIRouter(prefix="/api/v1/jobs", tags=["ingestion jobs"])
 
 
-@router.get("/{job_id}", response_model=JobOut)
+@router.get("/{job_id}", response_model=JobOut, responses=errors(404))
 async def get_job(
     job_id: str,
     services: ServicesDep,
@@ -27,7 +28,7 @@ async def get_job(
     return JobOut.of(job, listed)
 
 
-@router.delete("/{job_id}", response_model=JobOut)
+@router.delete("/{job_id}", response_model=JobOut, responses=errors(404))
 async def cancel_job(job_id: str, services: ServicesDep, admin: AdminDep) -> JobOut:
     """Cancel a queued or running job: the batch being indexed finishes, no other starts. A finished job is
     returned as it is."""

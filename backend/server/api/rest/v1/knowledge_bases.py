@@ -11,6 +11,7 @@ from pydantic import ValidationError
 from backend.application.ports.ingestion import SourceDocument
 from backend.domain.errors import InvalidRequest
 from backend.domain.text import check_text, field_name
+from backend.server.api_description import errors
 from backend.server.deps import AdminDep, PrincipalDep, ServicesDep
 from backend.server.models.jobs import JobOut, JobsResponse
 from backend.server.models.knowledge import (
@@ -70,7 +71,7 @@ async def list_knowledge_bases(services: ServicesDep, principal: PrincipalDep) -
     )
 
 
-@router.post("", response_model=KnowledgeBaseOut, status_code=status.HTTP_201_CREATED)
+@router.post("", response_model=KnowledgeBaseOut, status_code=status.HTTP_201_CREATED, responses=errors(409))
 async def create_knowledge_base(body: CreateKnowledgeBase, services: ServicesDep, admin: AdminDep) -> KnowledgeBaseOut:
     if body.default_agent not in services.agent_types:
         raise InvalidRequest(f"default_agent must be one of: {', '.join(sorted(services.agent_types))}")
@@ -109,7 +110,7 @@ async def _check_form_fields(request: Request) -> None:
     response_model=JobOut | IngestResponse,
     status_code=status.HTTP_202_ACCEPTED,
     openapi_extra={"requestBody": DOCUMENTS_BODY},
-    responses={201: {"model": IngestResponse, "description": "with `wait=true`: the job is over"}},
+    responses={201: {"model": IngestResponse, "description": "with `wait=true`: the job is over"}, **errors(404)},
 )
 async def ingest_documents(
     kb_prefix: str,
@@ -134,7 +135,7 @@ async def ingest_documents(
     return IngestResponse.of(job, await services.jobs.documents(job.job_id))
 
 
-@router.get("/{kb_prefix}/jobs", response_model=JobsResponse)
+@router.get("/{kb_prefix}/jobs", response_model=JobsResponse, responses=errors(404))
 async def list_jobs(
     kb_prefix: str,
     services: ServicesDep,
@@ -148,14 +149,14 @@ async def list_jobs(
     )
 
 
-@router.get("/{kb_prefix}/documents", response_model=DocumentsResponse)
+@router.get("/{kb_prefix}/documents", response_model=DocumentsResponse, responses=errors(404))
 async def list_documents(kb_prefix: str, services: ServicesDep, principal: PrincipalDep) -> DocumentsResponse:
     del principal
     documents = await services.knowledge.list_documents(kb_prefix)
     return DocumentsResponse(kb_prefix=kb_prefix, documents=[DocumentOut.of(d) for d in documents])
 
 
-@router.get("/{kb_prefix}/documents/{doc_id}", response_model=DocumentWithText)
+@router.get("/{kb_prefix}/documents/{doc_id}", response_model=DocumentWithText, responses=errors(404))
 async def get_document(
     kb_prefix: str,
     doc_id: str,
@@ -167,13 +168,13 @@ async def get_document(
     return DocumentWithText.read(await services.knowledge.read_document(kb_prefix, doc_id), chunks)
 
 
-@router.delete("/{kb_prefix}/documents/{doc_id}", status_code=status.HTTP_204_NO_CONTENT)
+@router.delete("/{kb_prefix}/documents/{doc_id}", status_code=status.HTTP_204_NO_CONTENT, responses=errors(404))
 async def delete_document(kb_prefix: str, doc_id: str, services: ServicesDep, admin: AdminDep) -> Response:
     await services.knowledge.delete_document(kb_prefix, doc_id)
     return Response(status_code=status.HTTP_204_NO_CONTENT)
 
 
-@router.post("/{kb_prefix}/retrieve", response_model=RetrieveResponse)
+@router.post("/{kb_prefix}/retrieve", response_model=RetrieveResponse, responses=errors(404, 501, 502))
 async def retrieve(
     kb_prefix: str, body: RetrieveRequest, services: ServicesDep, principal: PrincipalDep
 ) -> RetrieveResponse:
