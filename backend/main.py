@@ -26,6 +26,7 @@ def server_config(settings: Settings) -> ServerConfig:
         debug_level=settings.chat.debug_level,
         max_body_bytes=server.max_body_bytes,
         max_upload_bytes=server.max_upload_bytes,
+        max_message_chars=settings.chat.max_message_chars,
         admin_users=auth.admin_user_ids(),
         rate_limit_per_minute=auth.effective_rate_limit_per_minute(),
         rate_limit_burst=auth.rate_limit_burst,

@@ -9,7 +9,7 @@ server adds is described here, once, after FastAPI has written its part:
   parameters that can fail validation (422, or 400 under `/v1/`), credentials (401 when auth is on), admin-only
   (403 when auth is on), the rate limit (429 when it is on), the stores (503);
 - FastAPI's own validation error shape (`HTTPValidationError`), which this server never sends, is removed;
-- the limits the server is configured with (the largest body, the longest chat message).
+- the limits the server is configured with: the largest body of each route, the longest chat message.
 """
 
 from __future__ import annotations
@@ -29,6 +29,7 @@ from backend.server.models.errors import ErrorResponse, OpenAIErrorResponse
 from backend.server.rate_limit import is_limited
 
 REF = "#/components/schemas/"
+CHAT_TURN_BODIES = ("ChatRequest", "ChatCompletionRequest", "RunAgentInput")
 FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
 
 STATUS_TEXT = {
@@ -87,6 +88,10 @@ def describe(description: dict[str, Any], app: FastAPI, config: ServerConfig) ->
     add_schemas(components, ErrorResponse=ErrorResponse, OpenAIErrorResponse=OpenAIErrorResponse)
     for path, route, operation in operations(app, description):
         _describe_errors(path, route, operation, config)
+        if "requestBody" in operation:
+            _describe_body_limits(path, operation["requestBody"], config)
+    message = components["ChatRequest"]["properties"]["message"]
+    message["maxLength"] = min(message["maxLength"], config.max_message_chars)
     return description
 
 
@@ -137,6 +142,17 @@ def _describe_errors(path: str, route: RouteContext, operation: dict[str, Any], 
         if headers:
             response["headers"] = headers
     operation["responses"] = dict(sorted(responses.items()))
+
+
+def _describe_body_limits(path: str, body: dict[str, Any], config: ServerConfig) -> None:
+    limits = [f"At most {config.limit_for(path)} bytes."]
+    schemas = [media.get("schema", {}).get("$ref", "") for media in body["content"].values()]
+    if any(schema.removeprefix(REF) in CHAT_TURN_BODIES for schema in schemas):
+        limits.append(
+            f"The question (`message`, or the last user message) may hold at most {config.max_message_chars} "
+            "characters (`MAX_MESSAGE_CHARS`)."
+        )
+    body["description"] = " ".join([body.get("description", ""), *limits]).strip()
 
 
 def shared_statuses(path: str, route: RouteContext, config: ServerConfig) -> set[int]:

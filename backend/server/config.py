@@ -16,6 +16,7 @@ class ServerConfig:
     debug_level: DebugLevel = DebugLevel.STANDARD  # what `"debug": true` in a chat request means
     max_body_bytes: int = 1_048_576
     max_upload_bytes: int = 52_428_800  # document uploads (POST /api/v1/kbs/{kb}/documents)
+    max_message_chars: int = 8000  # the longest question a chat turn takes: the use case checks, the API says it
     admin_users: frozenset[str] = frozenset()  # may create KBs and ingest or delete documents
     rate_limit_per_minute: int = 0  # API requests per caller and minute; 0: no limit
     rate_limit_burst: int = 20  # requests a caller may make at once before the per-minute rate applies

@@ -80,3 +80,20 @@ def test_auth_and_rate_limit_statuses_follow_the_configuration() -> None:
     assert not {"401", "429"} & set(keyed[("GET", "/health")]) and not {"401", "429"} & set(keyed[("GET", "/ready")])
     development = list(operations(described(auth_mode="none")))
     assert not [path for _, path, op in development if {"401", "403", "429"} & set(op["responses"])]
+
+
+def test_documented_limits_are_the_configured_ones() -> None:
+    description = described(max_message_chars=1234, max_body_bytes=5000, max_upload_bytes=90_000)
+    message = description["components"]["schemas"]["ChatRequest"]["properties"]["message"]
+    assert message["maxLength"] == 1234
+    bodies = 0
+    for method, path, operation in operations(description):
+        if "requestBody" not in operation:
+            continue
+        bodies += 1
+        limit = "90000" if path == "/api/v1/kbs/{kb_prefix}/documents" else "5000"
+        assert f"At most {limit} bytes" in operation["requestBody"]["description"], (method, path)
+        assert f"larger than {limit} bytes" in operation["responses"]["413"]["description"], (method, path)
+        chat_turn = path.startswith(("/api/v1/chat", "/api/v1/agui", "/v1/chat"))
+        assert ("at most 1234 characters" in operation["requestBody"]["description"]) == chat_turn, (method, path)
+    assert bodies == 11

@@ -8,6 +8,7 @@ from typing import Any
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from backend.application.knowledge.retrieval_service import MAX_QUERY_CHARS, MAX_TOP_K
 from backend.application.ports.ingestion import SourceDocument
 from backend.application.ports.retrieval import RetrievalOutcome
 from backend.domain.agent_types import DEFAULT_AGENT_TYPE
@@ -145,9 +146,9 @@ class DocumentsResponse(BaseModel):
 
 
 class RetrieveRequest(_Body):
-    query: str = Field(min_length=1, max_length=4000)
+    query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     agent_type: str | None = Field(None, max_length=64)
-    top_k: int = Field(8, ge=1, le=50)
+    top_k: int = Field(8, ge=1, le=MAX_TOP_K)
 
 
 class RetrieveResponse(BaseModel):

@@ -7,6 +7,7 @@ from typing import Any
 from pydantic import BaseModel, ConfigDict, Field
 
 from backend.application.chat.inputs import ChatInput
+from backend.application.chat.turns import MAX_PLAN
 from backend.domain.debug import DebugLevel
 
 
@@ -21,7 +22,9 @@ class ChatRequest(_Body):
     agent_type: str | None = Field(None, max_length=64)
     worker_name: str | None = Field(None, max_length=200, description="{kb}:{agent_type}:retrieve_only")
     agent_types: list[str] | None = Field(
-        None, max_length=5, description="several agents for one turn, run concurrently and fused (not with agent_type)"
+        None,
+        max_length=MAX_PLAN,
+        description="several agents for one turn, run concurrently and fused (not with agent_type)",
     )
     debug: bool | DebugLevel = Field(
         False, description="true: the server's DEBUG_LEVEL; or a level: off, basic, standard, full"

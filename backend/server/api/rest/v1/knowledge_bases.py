@@ -53,7 +53,14 @@ DOCUMENTS_BODY = {
         "multipart/form-data": {
             "schema": {
                 "type": "object",
-                "properties": {"files": {"type": "array", "items": {"type": "string", "format": "binary"}}},
+                "properties": {
+                    "files": {
+                        "type": "array",
+                        "items": {"type": "string", "format": "binary"},
+                        "description": f"txt, md, pdf, docx, json, jsonl: at most {MAX_DOCUMENTS_PER_REQUEST} "
+                        "documents in all (a json or jsonl file holds one per record)",
+                    }
+                },
             }
         },
     },
