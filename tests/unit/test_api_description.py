@@ -5,8 +5,11 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+from backend.domain.agent_types import AgentType
 from backend.server.app import create_app
 from backend.server.config import ServerConfig
+from backend.server.models.knowledge import RetrieveRequest
+from backend.server.models.requests import ChatRequest
 from tests.security.routes import api_description, no_services
 
 
@@ -97,3 +100,20 @@ def test_documented_limits_are_the_configured_ones() -> None:
         chat_turn = path.startswith(("/api/v1/chat", "/api/v1/agui", "/v1/chat"))
         assert ("at most 1234 characters" in operation["requestBody"]["description"]) == chat_turn, (method, path)
     assert bodies == 11
+
+
+def test_agent_types_are_listed_and_an_unknown_one_is_still_left_to_the_use_case() -> None:
+    description = api_description()
+    schemas = description["components"]["schemas"]
+    known = sorted(agent.value for agent in AgentType)
+    documented = [
+        schemas["ChatRequest"]["properties"]["agent_type"]["anyOf"][0],
+        schemas["ChatRequest"]["properties"]["agent_types"]["anyOf"][0]["items"],
+        schemas["RetrieveRequest"]["properties"]["agent_type"]["anyOf"][0],
+        schemas["CreateKnowledgeBase"]["properties"]["default_agent"],
+        *(p["schema"] for p in description["paths"]["/api/v1/agui/{kb_prefix}/{agent_type}"]["post"]["parameters"]),
+    ]
+    assert [sorted(schema["enum"]) for schema in documented if "enum" in schema] == [known] * 5
+    # The models take any name, so the use case answers an unknown one as it always has (400 unknown_agent_type).
+    assert ChatRequest(session_id="s1", message="hi", agent_type="cider_agent", agent_types=["x"]).agent_type
+    assert RetrieveRequest(query="cider", agent_type="cider_agent").agent_type == "cider_agent"

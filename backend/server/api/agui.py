@@ -23,6 +23,7 @@ from backend.server.agui.inputs import run_from_input
 from backend.server.agui.translator import AguiTranslator, encode
 from backend.server.api_description import errors
 from backend.server.deps import ConfigDep, PrincipalDep, ServicesDep, use_request_id
+from backend.server.models.requests import AGENT_TYPE_SCHEMA
 from backend.server.sse import EventStreamResponse, event_stream
 
 logger = logging.getLogger(__name__)
@@ -93,5 +94,7 @@ async def agui_for_kb(kb_prefix: str, body: RunAgentInput, run: RunDep) -> Event
 
 
 @router.post("/agui/{kb_prefix}/{agent_type}", response_class=EventStreamResponse, responses=_STREAM)
-async def agui_for_agent(kb_prefix: str, agent_type: str, body: RunAgentInput, run: RunDep) -> EventStreamResponse:
+async def agui_for_agent(
+    kb_prefix: str, agent_type: Annotated[str, AGENT_TYPE_SCHEMA], body: RunAgentInput, run: RunDep
+) -> EventStreamResponse:
     return await run(body, kb_prefix, agent_type)

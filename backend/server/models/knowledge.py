@@ -15,6 +15,7 @@ from backend.domain.agent_types import DEFAULT_AGENT_TYPE
 from backend.domain.graph import DocumentRecord, StoredDocument
 from backend.domain.jobs import DocumentStatus, IngestionJob, JobDocument
 from backend.domain.knowledge_base import KB_PREFIX_PATTERN, KnowledgeBase
+from backend.server.models.requests import AgentTypeName
 
 # Per HTTP request (a JSON body or the records of uploaded files); the CLI ingests any number.
 MAX_DOCUMENTS_PER_REQUEST = 1000
@@ -29,7 +30,7 @@ class CreateKnowledgeBase(_Body):
     description: str = Field("", max_length=2000)
     keywords: list[str] = Field(default_factory=list, max_length=100)
     language: str = Field("en", max_length=16)
-    default_agent: str = Field(DEFAULT_AGENT_TYPE, max_length=64)
+    default_agent: AgentTypeName = DEFAULT_AGENT_TYPE
 
     def to_domain(self) -> KnowledgeBase:
         return KnowledgeBase(
@@ -147,7 +148,7 @@ class DocumentsResponse(BaseModel):
 
 class RetrieveRequest(_Body):
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
-    agent_type: str | None = Field(None, max_length=64)
+    agent_type: AgentTypeName | None = None
     top_k: int = Field(8, ge=1, le=MAX_TOP_K)
 
 

@@ -2,13 +2,25 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Annotated, Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
 from backend.application.chat.inputs import ChatInput
 from backend.application.chat.turns import MAX_PLAN
+from backend.domain.agent_types import AgentType
 from backend.domain.debug import DebugLevel
+
+# The agent types this service knows, as the description shows them. Only the description: a name outside them
+# is still refused by the use case, as before (400 `unknown_agent_type`; 501 for a known one not deployed here).
+AGENT_TYPE_SCHEMA = WithJsonSchema(
+    {
+        "type": "string",
+        "enum": [agent.value for agent in AgentType],
+        "description": "a retrieval agent; `GET /api/v1/kbs` lists the ones this deployment runs (`agent_types`)",
+    }
+)
+AgentTypeName = Annotated[str, Field(max_length=64), AGENT_TYPE_SCHEMA]
 
 
 class _Body(BaseModel):
@@ -19,9 +31,9 @@ class ChatRequest(_Body):
     session_id: str = Field(min_length=1, max_length=128)
     message: str = Field(min_length=1, max_length=100_000)
     kb_prefix: str | None = Field(None, max_length=64)
-    agent_type: str | None = Field(None, max_length=64)
+    agent_type: AgentTypeName | None = None
     worker_name: str | None = Field(None, max_length=200, description="{kb}:{agent_type}:retrieve_only")
-    agent_types: list[str] | None = Field(
+    agent_types: list[AgentTypeName] | None = Field(
         None,
         max_length=MAX_PLAN,
         description="several agents for one turn, run concurrently and fused (not with agent_type)",
