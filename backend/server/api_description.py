@@ -4,12 +4,14 @@ FastAPI describes what it can see: the routes' parameters, bodies and response m
 server adds is described here, once, after FastAPI has written its part:
 
 - the error body of every status an operation can answer, in the shape of its path (backend/server/errors.py):
-  the statuses a route's own use case raises are declared on the route (`responses=errors(404, 409)`); those of
+  the statuses a route's own use case raises are declared on the route (`responses=errors(404, 409)`, from
+  backend/server/api_responses.py); those of
   the mechanisms every route shares are read from the route and the configuration — a JSON body (400, 413, 408),
   parameters that can fail validation (422, or 400 under `/v1/`), credentials (401 when auth is on), admin-only
   (403 when auth is on), the rate limit (429 when it is on), the stores (503);
 - FastAPI's own validation error shape (`HTTPValidationError`), which this server never sends, is removed;
-- the limits the server is configured with: the largest body of each route, the longest chat message.
+- the limits the server is configured with: the largest body of each route, the longest chat message;
+- the events of the streams (`event_stream` on the route names the schema of their `data:` JSON).
 """
 
 from __future__ import annotations
@@ -22,52 +24,24 @@ from fastapi.dependencies.models import Dependant
 from fastapi.routing import APIRoute, RouteContext, iter_route_contexts
 from pydantic import TypeAdapter
 
+from backend.server.agui.wire import AguiEvent
+from backend.server.api.openai_facade.models import ChatCompletionChunk
+from backend.server.api_responses import HEADERS, OPENAI_VALIDATION_TEXT, REF, REQUEST_ID_HEADER, STATUS_TEXT
 from backend.server.config import ServerConfig
 from backend.server.deps import get_admin, get_principal, get_services
 from backend.server.errors import is_openai_path
 from backend.server.models.errors import ErrorResponse, OpenAIErrorResponse
+from backend.server.models.stream_events import ChatStreamEvent
 from backend.server.rate_limit import is_limited
 
-REF = "#/components/schemas/"
 CHAT_TURN_BODIES = ("ChatRequest", "ChatCompletionRequest", "RunAgentInput")
 FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
-
-STATUS_TEXT = {
-    400: "The request is refused: malformed JSON (`malformed_json`), text no store can hold (`unstorable_text`) or "
-    "a value the service does not accept (`invalid_request`, `unknown_agent_type`, `invalid_worker_name`, ...).",
-    401: "Missing or unknown API key (`unauthenticated`): send `Authorization: Bearer <key>` or `X-API-Key: <key>`.",
-    403: "Only admins may do this (`forbidden`).",
-    404: "Not found for this caller (`not_found`, `unknown_kb`, `model_not_found`): the knowledge base, document, "
-    "ingestion job, conversation or model named by the request does not exist.",
-    408: "The request body did not arrive within `HTTP_BODY_TIMEOUT_S` (`request_timeout`; when served by "
-    "`graphrag serve`); the connection is closed.",
-    409: "Conflict: the knowledge base exists (`conflict`), the request id (`X-Request-ID`, AG-UI `runId`) names "
-    "another message (`request_id_reused`), or the conversation was cleared meanwhile (`conversation_cleared`).",
-    413: "The request body is larger than {limit} bytes (`payload_too_large`), refused before it is parsed.",
-    422: "The body or a parameter fails validation (`validation_error`); the message names the field.",
-    429: "Too many requests (`rate_limited`): at most {per_minute} a minute per caller, in bursts of {burst}; "
-    "retry after `Retry-After` seconds.",
-    501: "The agent type is not available in this deployment (`agent_unavailable`).",
-    502: "The language model failed (`model_error`) or every retrieval failed (`retrieval_failed`).",
-    503: "A store is unavailable (`store_unavailable`) or the server is shutting down (`shutting_down`); try again "
-    "shortly.",
-    504: "The request needed more model calls or time than one request may use (`budget_exceeded`).",
+# The `data:` JSON of each stream, by the name its route's `sse_response` gives it.
+STREAM_EVENTS: dict[str, Any] = {
+    "ChatStreamEvent": ChatStreamEvent,
+    "AguiEvent": AguiEvent,
+    "ChatCompletionStreamData": ChatCompletionChunk | OpenAIErrorResponse,
 }
-OPENAI_VALIDATION_TEXT = (
-    "The request is refused: malformed JSON (`malformed_json`), a body that fails validation (`validation_error`, "
-    "`param` names the field), unusable messages (`invalid_messages`) or a value the service does not accept "
-    "(`invalid_request`, ...)."
-)
-HEADERS: dict[int, dict[str, Any]] = {
-    401: {"WWW-Authenticate": {"description": "`Bearer`", "schema": {"type": "string"}}},
-    429: {"Retry-After": {"description": "whole seconds until a request is allowed", "schema": {"type": "integer"}}},
-}
-REQUEST_ID_HEADER = {"X-Request-ID": {"description": "the request's id, as in the body", "schema": {"type": "string"}}}
-
-
-def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
-    """`responses=` for the error statuses a route's use case raises; their bodies are filled in by `install`."""
-    return {status: {"description": STATUS_TEXT[status]} for status in statuses}
 
 
 def install(app: FastAPI, config: ServerConfig) -> None:
@@ -85,7 +59,7 @@ def describe(description: dict[str, Any], app: FastAPI, config: ServerConfig) ->
     components = description.setdefault("components", {}).setdefault("schemas", {})
     for name in FASTAPI_VALIDATION_SCHEMAS:
         components.pop(name, None)
-    add_schemas(components, ErrorResponse=ErrorResponse, OpenAIErrorResponse=OpenAIErrorResponse)
+    add_schemas(components, ErrorResponse=ErrorResponse, OpenAIErrorResponse=OpenAIErrorResponse, **STREAM_EVENTS)
     for path, route, operation in operations(app, description):
         _describe_errors(path, route, operation, config)
         if "requestBody" in operation:

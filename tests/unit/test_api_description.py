@@ -5,12 +5,21 @@ from __future__ import annotations
 from collections.abc import Iterator
 from typing import Any
 
+import orjson
+
 from backend.domain.agent_types import AgentType
+from backend.domain.conversation import Citation
+from backend.domain.events import INTERNAL_KINDS, CitationsEvent, ErrorEvent, ExecutionLogEvent, ReasoningEvent
+from backend.server.agui.translator import AguiTranslator
+from backend.server.api.openai_facade.chunks import CompletionChunks
 from backend.server.app import create_app
 from backend.server.config import ServerConfig
 from backend.server.models.knowledge import RetrieveRequest
 from backend.server.models.requests import ChatRequest
+from backend.server.models.stream_events import StreamEventNormalizer
 from tests.security.routes import api_description, no_services
+from tests.support.api_schema import SSE, example_data_lines, stream_data_schema, validator
+from tests.unit.test_agui_translator import rag_events
 
 
 def references(node: Any) -> Iterator[str]:
@@ -117,3 +126,67 @@ def test_agent_types_are_listed_and_an_unknown_one_is_still_left_to_the_use_case
     # The models take any name, so the use case answers an unknown one as it always has (400 unknown_agent_type).
     assert ChatRequest(session_id="s1", message="hi", agent_type="cider_agent", agent_types=["x"]).agent_type
     assert RetrieveRequest(query="cider", agent_type="cider_agent").agent_type == "cider_agent"
+
+
+STREAMS = {
+    "/api/v1/chat/stream": "ChatStreamEvent",
+    "/api/v1/agui": "AguiEvent",
+    "/api/v1/agui/{kb_prefix}": "AguiEvent",
+    "/api/v1/agui/{kb_prefix}/{agent_type}": "AguiEvent",
+    "/v1/chat/completions": "ChatCompletionStreamData",
+}
+
+
+def test_every_stream_is_described_with_its_event_schema_and_a_true_example() -> None:
+    description = api_description()
+    streams = {
+        path: op for _, path, op in operations(description) if SSE in op["responses"].get("200", {}).get("content", {})
+    }
+    assert set(streams) == set(STREAMS)
+    for path, operation in streams.items():
+        assert stream_data_schema(operation) == {"$ref": f"#/components/schemas/{STREAMS[path]}"}
+        events = validator(description, stream_data_schema(operation))
+        lines = [line for line in example_data_lines(operation) if line != "[DONE]"]
+        assert lines and all(events.is_valid(orjson.loads(line)) for line in lines), path
+
+
+def frames_data(frames: list[bytes]) -> list[Any]:
+    lines = [frame.removeprefix(b"data: ") for frame in b"".join(frames).split(b"\n\n") if frame]
+    return [orjson.loads(line) for line in lines if line != b"[DONE]"]
+
+
+def test_what_each_stream_sends_matches_its_documented_event_schema() -> None:
+    description = api_description()
+    schemas = {name: validator(description, {"$ref": f"#/components/schemas/{name}"}) for name in STREAMS.values()}
+    cited = Citation("chunk:1", "Cider", "d1", "c1", "Pressed in October")
+    *run, done = rag_events("naive_rag_agent", "graph_agent")
+    events = [
+        *run,
+        ReasoningEvent("thinking"),
+        ExecutionLogEvent("route", {"message": "q"}, {"kb": "orchard"}, 1.5),
+        ErrorEvent("the language model failed", "model_error"),
+        CitationsEvent((cited,), ()),
+        done,
+    ]
+    normalizer = StreamEventNormalizer("6f0c9a2e41d7")
+    rest = [normalizer.normalize(event) for event in events if event.kind not in INTERNAL_KINDS]
+    translator = AguiTranslator("t1", "run-0001")
+    agui = frames_data([frame for event in events for frame in translator.frames(event)])
+    facade = []
+    for sent in (events, [event for event in events if not isinstance(event, ErrorEvent)]):  # failed, finished
+        chunks = CompletionChunks("chatcmpl-1", 1795650000, "orchard/hybrid_agent", "http://localhost/")
+        facade += frames_data([chunks.frame(event) for event in sent])
+    for name, sent in (("ChatStreamEvent", rest), ("AguiEvent", agui), ("ChatCompletionStreamData", facade)):
+        assert len(sent) > 5
+        invalid = [event for event in sent if not schemas[name].is_valid(event)]
+        assert invalid == [], name
+    kinds = {event["status"] for event in rest}
+    assert kinds == {"start", "progress", "token", "reasoning", "citations", "execution_log", "error", "done"}
+    assert not schemas["ChatStreamEvent"].is_valid({**rest[0], "status": "finished"})
+
+
+def test_ready_is_described_with_its_body_for_both_answers() -> None:
+    responses = api_description()["paths"]["/ready"]["get"]["responses"]
+    ready = {"$ref": "#/components/schemas/ReadyResponse"}
+    assert responses["200"]["content"]["application/json"]["schema"] == ready
+    assert responses["503"]["content"]["application/json"]["schema"] == ready

@@ -21,7 +21,7 @@ from backend.domain.context import RequestContext
 from backend.domain.debug import DebugLevel
 from backend.server.agui.inputs import run_from_input
 from backend.server.agui.translator import AguiTranslator, encode
-from backend.server.api_description import errors
+from backend.server.api_responses import errors, sse_example, sse_response
 from backend.server.deps import ConfigDep, PrincipalDep, ServicesDep, use_request_id
 from backend.server.models.requests import AGENT_TYPE_SCHEMA
 from backend.server.sse import EventStreamResponse, event_stream
@@ -30,6 +30,12 @@ logger = logging.getLogger(__name__)
 
 router = APIRouter(prefix="/api/v1", tags=["ag-ui"])
 
+STREAM_EXAMPLE = sse_example(
+    {"type": "RUN_STARTED", "threadId": "orchard-visit", "runId": "run-0001", "protocolVersion": "1.0"},
+    {"type": "TEXT_MESSAGE_CONTENT", "messageId": "run-0001-answer", "delta": "Wrenfield Orchard presses its cider."},
+    {"type": "RUN_FINISHED", "threadId": "orchard-visit", "runId": "run-0001", "result": {"message_id": "5b7e0c1d"}},
+    common={"timestamp": 1795650000101},
+)
 STREAM_FAILED = "the run's event stream failed; what was generated so far has been kept"
 
 
@@ -78,7 +84,12 @@ class _Run:
 RunDep = Annotated[_Run, Depends()]
 
 _STREAM: dict[int | str, dict[str, Any]] = {
-    200: {"content": {"text/event-stream": {}}, "description": "SSE stream of AG-UI events"},
+    200: sse_response(
+        "The run's AG-UI 1.0 events (docs/protocols/agui.md), one `data: {json}` line each, and a `: ping` comment "
+        "while idle; the run ends with `RUN_FINISHED` or `RUN_ERROR`.",
+        "AguiEvent",
+        STREAM_EXAMPLE,
+    ),
     **errors(404, 409, 501),
 }
 

@@ -7,9 +7,10 @@ and is framed as `data: {json}\n\n` with LF separators.
 from __future__ import annotations
 
 import time
-from typing import Any
+from typing import Annotated, Any, Literal
 
 import orjson
+from pydantic import BaseModel, ConfigDict, Field
 
 from backend.domain.events import (
     CitationsEvent,
@@ -18,10 +19,12 @@ from backend.domain.events import (
     ExecutionLogEvent,
     ProgressEvent,
     ReasoningEvent,
+    Stage,
     StartEvent,
     StreamEvent,
     TokenEvent,
 )
+from backend.server.models.responses import CitationOut
 
 
 def event_fields(event: StreamEvent) -> dict[str, Any]:
@@ -88,3 +91,89 @@ def _json_default(value: object) -> object:
     if isinstance(value, set | frozenset | tuple):
         return list(value)
     return str(value)
+
+
+# The wire shape as the API description shows it (docs/events.md); tests/unit check the normaliser's output
+# against it.
+
+
+class _WireEvent(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    request_id: str = Field(description="the same for every event of a request, and in the `X-Request-ID` header")
+    seq: int = Field(ge=0, description="0, 1, 2, ... in order")
+    ts: float = Field(description="Unix time in seconds")
+
+
+class ProgressOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    stage: Stage
+    completed: int
+    total: int
+    error: str | None = Field(description="a retrieval's failure: `<agent> timed out after 5s`, `<agent> failed: ...`")
+    agent_type: str
+    retrieval_count: int | None
+
+
+class ExecutionLogOut(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    node: str = Field(description="`route`, `retrieval:<agent>`, `model_call` or `timings`")
+    input: dict[str, Any]
+    output: dict[str, Any]
+    duration_ms: float
+
+
+class StreamStart(_WireEvent):
+    status: Literal["start"]
+
+
+class StreamProgress(_WireEvent):
+    status: Literal["progress"]
+    content: ProgressOut
+
+
+class StreamToken(_WireEvent):
+    status: Literal["token"]
+    content: str = Field(description="a delta of the answer, as the model sent it (citation markers renumbered)")
+
+
+class StreamReasoning(_WireEvent):
+    status: Literal["reasoning"]
+    content: str
+
+
+class StreamCitations(_WireEvent):
+    status: Literal["citations"]
+    content: list[CitationOut] = Field(description="the sources the answer cites: `[n]` counts from 1 in this order")
+    consulted: list[CitationOut] = Field(description="the other sources it was given, not cited")
+
+
+class StreamError(_WireEvent):
+    status: Literal["error"]
+    message: str = Field(description="a fixed text of its code, never the cause")
+    code: str = Field(description="`model_error`, `retrieval_failed`, `budget_exceeded`, `store_unavailable`, ...")
+
+
+class StreamExecutionLog(_WireEvent):
+    status: Literal["execution_log"]
+    content: ExecutionLogOut
+
+
+class StreamDone(_WireEvent):
+    status: Literal["done"]
+    message_id: str | None = Field(description="the stored answer's id; null if it could not be stored")
+
+
+ChatStreamEvent = Annotated[
+    StreamStart
+    | StreamProgress
+    | StreamToken
+    | StreamReasoning
+    | StreamCitations
+    | StreamError
+    | StreamExecutionLog
+    | StreamDone,
+    Field(discriminator="status"),
+]

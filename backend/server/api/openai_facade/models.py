@@ -81,3 +81,29 @@ class ChatCompletion(BaseModel):
     created: int
     model: str
     choices: list[CompletionChoice]
+
+
+class ChunkDelta(BaseModel):
+    """What a chunk adds: the role (first chunk), a piece of the answer, of the reasoning, or the sources (last)."""
+
+    role: Literal["assistant"] | None = None
+    content: str | None = None
+    reasoning_content: str | None = None
+    annotations: list[Annotation] | None = None
+
+
+class ChunkChoice(BaseModel):
+    index: int = 0
+    delta: ChunkDelta
+    logprobs: None = None
+    finish_reason: Literal["stop"] | None
+
+
+class ChatCompletionChunk(BaseModel):
+    """One `data:` line of a streamed completion (`stream: true`)."""
+
+    id: str
+    object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
+    created: int
+    model: str
+    choices: list[ChunkChoice]

@@ -32,11 +32,29 @@ from backend.server.api.openai_facade.models import (
     ModelCard,
     ModelList,
 )
-from backend.server.api_description import errors
+from backend.server.api_responses import errors, sse_example, sse_response
 from backend.server.deps import ConfigDep, PrincipalDep, RequestIdDep, ServicesDep
 from backend.server.sse import EventStreamResponse, event_stream
 
 router = APIRouter(prefix="/v1", tags=["openai"])
+
+STREAM_EXAMPLE = sse_example(
+    {
+        "id": "chatcmpl-6f0c9a2e41d7",
+        "object": "chat.completion.chunk",
+        "created": 1795650000,
+        "model": "orchard/hybrid_agent",
+        "choices": [
+            {
+                "index": 0,
+                "delta": {"content": "Wrenfield Orchard presses its cider in October [1]."},
+                "logprobs": None,
+                "finish_reason": None,
+            }
+        ],
+    },
+    last_data="[DONE]",
+)
 
 
 @router.get("/models", response_model=ModelList)
@@ -57,7 +75,13 @@ async def retrieve_model(model_id: str, services: ServicesDep, principal: Princi
     "/chat/completions",
     response_model=ChatCompletion,
     responses={
-        200: {"content": {"text/event-stream": {}}, "description": "with `stream: true`: SSE chunks"},
+        200: sse_response(
+            "The completion; with `stream: true`, its `chat.completion.chunk`s as SSE `data:` lines (an error after "
+            'the stream opened is an `{"error": ...}` line), then `data: [DONE]`.',
+            "ChatCompletionStreamData",
+            STREAM_EXAMPLE,
+            last_data="[DONE]",
+        ),
         **errors(404, 409, 501, 502, 504),
     },
 )

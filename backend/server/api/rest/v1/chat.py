@@ -11,7 +11,7 @@ from backend.application.chat.turns import PreparedTurn
 from backend.application.services import ServiceContainer
 from backend.domain.context import RequestContext
 from backend.domain.events import INTERNAL_KINDS
-from backend.server.api_description import errors
+from backend.server.api_responses import errors, sse_example, sse_response
 from backend.server.deps import ConfigDep, PrincipalDep, RequestIdDep, ServicesDep
 from backend.server.models.requests import ChatRequest
 from backend.server.models.responses import ChatResponse
@@ -19,6 +19,32 @@ from backend.server.models.stream_events import StreamEventNormalizer
 from backend.server.sse import EventStreamResponse, event_stream
 
 router = APIRouter(prefix="/api/v1", tags=["chat"])
+
+STREAM_DESCRIPTION = (
+    "The turn's events (docs/events.md), one `data: {json}` line each, and a `: ping` comment while idle: `start`, "
+    "`progress` (routing, each retrieval, generation), `token` deltas, `reasoning`, `citations`, `execution_log` "
+    "(with `debug`), `error` (a failure after the stream opened), and `done` last."
+)
+STREAM_EXAMPLE = sse_example(
+    {"status": "start", "seq": 0},
+    {"status": "token", "content": "Wrenfield Orchard presses its cider in October [1].", "seq": 6},
+    {
+        "status": "citations",
+        "content": [
+            {
+                "id": "chunk:1",
+                "title": "Cider",
+                "doc_id": "d1",
+                "chunk_id": "c1",
+                "snippet": "Pressed in October",
+            }
+        ],
+        "consulted": [],
+        "seq": 8,
+    },
+    {"status": "done", "message_id": "5b7e0c1d", "seq": 9},
+    common={"request_id": "6f0c9a2e41d7", "ts": 1795650001.004},
+)
 
 
 def _context(body: ChatRequest, principal: PrincipalDep, request_id: str, config: ConfigDep) -> RequestContext:
@@ -59,7 +85,7 @@ async def _frames(services: ServiceContainer, turn: PreparedTurn) -> AsyncIterat
     "/chat/stream",
     response_class=EventStreamResponse,
     responses={
-        200: {"content": {"text/event-stream": {}}, "description": "SSE stream of chat events"},
+        200: sse_response(STREAM_DESCRIPTION, "ChatStreamEvent", STREAM_EXAMPLE),
         **errors(400, 404, 409, 501),
     },
 )

@@ -5,7 +5,7 @@ from __future__ import annotations
 from fastapi import APIRouter
 
 from backend.domain.conversation import FeedbackRecord
-from backend.server.api_description import errors
+from backend.server.api_responses import errors
 from backend.server.deps import PrincipalDep, ServicesDep
 from backend.server.models.requests import FeedbackRequest
 from backend.server.models.responses import FeedbackResponse

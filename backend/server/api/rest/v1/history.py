@@ -6,7 +6,7 @@ from typing import Annotated
 
 from fastapi import APIRouter, Query
 
-from backend.server.api_description import errors
+from backend.server.api_responses import errors
 from backend.server.deps import PrincipalDep, ServicesDep
 from backend.server.models.requests import ClearRequest
 from backend.server.models.responses import ClearResponse, MessageOut, MessagesResponse

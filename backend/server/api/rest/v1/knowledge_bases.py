@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from backend.application.ports.ingestion import SourceDocument
 from backend.domain.errors import InvalidRequest
 from backend.domain.text import check_text, field_name
-from backend.server.api_description import errors
+from backend.server.api_responses import errors
 from backend.server.deps import AdminDep, PrincipalDep, ServicesDep
 from backend.server.models.jobs import JobOut, JobsResponse
 from backend.server.models.knowledge import (
