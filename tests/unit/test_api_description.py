@@ -190,3 +190,25 @@ def test_ready_is_described_with_its_body_for_both_answers() -> None:
     ready = {"$ref": "#/components/schemas/ReadyResponse"}
     assert responses["200"]["content"]["application/json"]["schema"] == ready
     assert responses["503"]["content"]["application/json"]["schema"] == ready
+
+
+def body_examples(description: dict[str, Any], media: dict[str, Any]) -> list[Any]:
+    schema = media["schema"]
+    named = schema.get("$ref", "").removeprefix("#/components/schemas/")
+    resolved = description["components"]["schemas"][named] if named else schema
+    return [*resolved.get("examples", []), *(example["value"] for example in media.get("examples", {}).values())]
+
+
+def test_every_json_request_body_has_examples_that_its_schema_accepts() -> None:
+    description = api_description()
+    checked = 0
+    for method, path, operation in operations(description):
+        if "requestBody" not in operation:
+            continue
+        media = operation["requestBody"]["content"]["application/json"]
+        examples = body_examples(description, media)
+        assert examples, (method, path)
+        body = validator(description, media["schema"])
+        assert all(body.is_valid(example) for example in examples), (method, path)
+        checked += 1
+    assert checked == 11

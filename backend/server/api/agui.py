@@ -13,7 +13,7 @@ from contextlib import aclosing
 from typing import Annotated, Any
 
 from ag_ui.core import RunAgentInput
-from fastapi import APIRouter, Depends, Request
+from fastapi import APIRouter, Body, Depends, Request
 
 from backend.application.chat.turns import PreparedTurn
 from backend.application.services import ServiceContainer
@@ -83,6 +83,28 @@ class _Run:
 
 RunDep = Annotated[_Run, Depends()]
 
+_QUESTION = {"id": "msg-1", "role": "user", "content": "When does Wrenfield Orchard press its cider?"}
+_RUN = {"threadId": "orchard-visit-1", "runId": "run-0001", "state": {}, "tools": [], "context": []}
+RunInput = Annotated[
+    RunAgentInput,
+    Body(
+        openapi_examples={
+            "question": {
+                "summary": "a question; the router picks the KB and agent (or the endpoint's path names them)",
+                "value": {**_RUN, "messages": [_QUESTION], "forwardedProps": {}},
+            },
+            "pinned": {
+                "summary": "/api/v1/agui: the KB and agent named in forwardedProps",
+                "value": {
+                    **_RUN,
+                    "messages": [_QUESTION],
+                    "forwardedProps": {"kb": "orchard", "agent": "hybrid_agent"},
+                },
+            },
+        }
+    ),
+]
+
 _STREAM: dict[int | str, dict[str, Any]] = {
     200: sse_response(
         "The run's AG-UI 1.0 events (docs/protocols/agui.md), one `data: {json}` line each, and a `: ping` comment "
@@ -95,17 +117,17 @@ _STREAM: dict[int | str, dict[str, Any]] = {
 
 
 @router.post("/agui", response_class=EventStreamResponse, responses=_STREAM)
-async def agui(body: RunAgentInput, run: RunDep) -> EventStreamResponse:
+async def agui(body: RunInput, run: RunDep) -> EventStreamResponse:
     return await run(body)
 
 
 @router.post("/agui/{kb_prefix}", response_class=EventStreamResponse, responses=_STREAM)
-async def agui_for_kb(kb_prefix: str, body: RunAgentInput, run: RunDep) -> EventStreamResponse:
+async def agui_for_kb(kb_prefix: str, body: RunInput, run: RunDep) -> EventStreamResponse:
     return await run(body, kb_prefix)
 
 
 @router.post("/agui/{kb_prefix}/{agent_type}", response_class=EventStreamResponse, responses=_STREAM)
 async def agui_for_agent(
-    kb_prefix: str, agent_type: Annotated[str, AGENT_TYPE_SCHEMA], body: RunAgentInput, run: RunDep
+    kb_prefix: str, agent_type: Annotated[str, AGENT_TYPE_SCHEMA], body: RunInput, run: RunDep
 ) -> EventStreamResponse:
     return await run(body, kb_prefix, agent_type)

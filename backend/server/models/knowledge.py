@@ -26,6 +26,20 @@ class _Body(BaseModel):
 
 
 class CreateKnowledgeBase(_Body):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "kb_prefix": "cider_press",
+                    "description": "Wrenfield Orchard's cider press: pressing, fermenting and bottling",
+                    "keywords": ["cider", "press", "fermentation"],
+                    "language": "en",
+                    "default_agent": "hybrid_agent",
+                }
+            ]
+        }
+    )
+
     kb_prefix: str = Field(pattern=KB_PREFIX_PATTERN.pattern)
     description: str = Field("", max_length=2000)
     keywords: list[str] = Field(default_factory=list, max_length=100)
@@ -77,6 +91,24 @@ class DocumentIn(_Body):
 
 
 class IngestRequest(_Body):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "documents": [
+                        {
+                            "title": "Harvest calendar",
+                            "text": "Wrenfield Orchard picks its Bramley apples in late September and presses "
+                            "them for cider in October.",
+                            "metadata": {"season": "autumn"},
+                            "source": "notes/harvest-calendar.md",
+                        }
+                    ]
+                }
+            ]
+        }
+    )
+
     documents: list[DocumentIn] = Field(min_length=1, max_length=MAX_DOCUMENTS_PER_REQUEST)
 
 
@@ -147,6 +179,12 @@ class DocumentsResponse(BaseModel):
 
 
 class RetrieveRequest(_Body):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [{"query": "cider pressing season", "agent_type": "naive_rag_agent", "top_k": 5}]
+        }
+    )
+
     query: str = Field(min_length=1, max_length=MAX_QUERY_CHARS)
     agent_type: AgentTypeName | None = None
     top_k: int = Field(8, ge=1, le=MAX_TOP_K)

@@ -28,6 +28,21 @@ class _Body(BaseModel):
 
 
 class ChatRequest(_Body):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {"session_id": "orchard-visit-1", "message": "When does Wrenfield Orchard press its cider?"},
+                {
+                    "session_id": "orchard-visit-1",
+                    "message": "Which apple varieties go into the cider?",
+                    "kb_prefix": "orchard",
+                    "agent_type": "hybrid_agent",
+                    "debug": "basic",
+                },
+            ]
+        }
+    )
+
     session_id: str = Field(min_length=1, max_length=128)
     message: str = Field(min_length=1, max_length=100_000)
     kb_prefix: str | None = Field(None, max_length=64)
@@ -52,12 +67,28 @@ class ChatRequest(_Body):
 
 
 class ClearRequest(_Body):
+    model_config = ConfigDict(json_schema_extra={"examples": [{"session_id": "orchard-visit-1"}]})
+
     session_id: str = Field(min_length=1, max_length=128)
     kb_prefix: str | None = Field(None, max_length=64)
     user_id: str | None = Field(None, max_length=128)
 
 
 class FeedbackRequest(_Body):
+    model_config = ConfigDict(
+        json_schema_extra={
+            "examples": [
+                {
+                    "message_id": "5b7e0c1d9a2f4e6b",
+                    "is_positive": True,
+                    "session_id": "orchard-visit-1",
+                    "query": "When does Wrenfield Orchard press its cider?",
+                    "agent_type": "hybrid_agent",
+                }
+            ]
+        }
+    )
+
     message_id: str = Field(min_length=1, max_length=64)
     is_positive: bool
     session_id: str | None = Field(None, max_length=128)

@@ -22,7 +22,28 @@ class ChatMessage(BaseModel):
 
 
 class ChatCompletionRequest(BaseModel):
-    model_config = ConfigDict(extra="allow")
+    model_config = ConfigDict(
+        extra="allow",
+        json_schema_extra={
+            "examples": [
+                {
+                    "model": "orchard/hybrid_agent",
+                    "messages": [{"role": "user", "content": "When does Wrenfield Orchard press its cider?"}],
+                    "stream": False,
+                },
+                {
+                    "model": "auto",
+                    "messages": [
+                        {"role": "user", "content": "Which apples grow at Wrenfield Orchard?"},
+                        {"role": "assistant", "content": "Bramley and Cox's Orange Pippin [1]."},
+                        {"role": "user", "content": "Which of them go into the cider?"},
+                    ],
+                    "stream": True,
+                    "metadata": {"session_id": "orchard-visit-1"},
+                },
+            ]
+        },
+    )
 
     model: str = Field(min_length=1, max_length=200)
     messages: list[ChatMessage] = Field(min_length=1, max_length=1000)
