@@ -60,6 +60,7 @@ WITH_QUERY = {
     ("GET", "/api/v1/kbs/{kb_prefix}/jobs"),
     ("GET", "/api/v1/kbs/{kb_prefix}/documents/{doc_id}"),
     ("GET", "/api/v1/jobs/{job_id}"),
+    ("GET", "/api/v1/kbs/{kb_prefix}/evidence"),
 }
 BAD_QUERY = "?limit=0&offset=-1&chunks=maybe&documents=maybe&wait=maybe"  # each route reads some of these
 
@@ -183,6 +184,8 @@ async def test_unknown_resources_answer_the_documented_404(errors: DocumentedErr
         target = unknown(path)
         if path == "/api/v1/kbs/{kb_prefix}/documents/{doc_id}":
             target = concrete(path).replace("d1", UNKNOWN["doc_id"])  # a document the orchard KB does not hold
+        if path.endswith("/evidence"):
+            target += "?id=chunk:1"  # its one required parameter
         body = AGUI_UNKNOWN_KB if path == "/api/v1/agui" else VALID_BODIES.get(path)
         response = await errors.expect(404, operation, target, headers=admin, json=body)
         assert response.json()["error"]["code"] in ("not_found", "unknown_kb", "model_not_found")

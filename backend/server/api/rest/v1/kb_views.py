@@ -7,13 +7,14 @@ from typing import Annotated
 from fastapi import APIRouter, Query
 
 from backend.application.knowledge.evidence import MAX_IDS
+from backend.server.api_responses import errors
 from backend.server.deps import PrincipalDep, ServicesDep
 from backend.server.models.evidence import EvidenceGraphOut, ExamplesOut
 
 router = APIRouter(prefix="/api/v1/kbs", tags=["knowledge bases"])
 
 
-@router.get("/{kb_prefix}/evidence", response_model=EvidenceGraphOut)
+@router.get("/{kb_prefix}/evidence", response_model=EvidenceGraphOut, responses=errors(404))
 async def evidence_graph(
     kb_prefix: str,
     services: ServicesDep,
@@ -29,7 +30,7 @@ async def evidence_graph(
     return EvidenceGraphOut.of(kb_prefix, await services.views.evidence(kb_prefix, source_ids))
 
 
-@router.get("/{kb_prefix}/examples", response_model=ExamplesOut)
+@router.get("/{kb_prefix}/examples", response_model=ExamplesOut, responses=errors(404))
 async def example_questions(kb_prefix: str, services: ServicesDep, principal: PrincipalDep) -> ExamplesOut:
     """A few questions the KB can answer, made from its most mentioned entities and its documents' titles."""
     del principal
