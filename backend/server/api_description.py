@@ -31,11 +31,14 @@ from backend.server.config import ServerConfig
 from backend.server.deps import get_admin, get_principal, get_services
 from backend.server.errors import is_openai_path
 from backend.server.models.errors import ErrorResponse, OpenAIErrorResponse
+from backend.server.models.knowledge import IngestRequest
 from backend.server.models.stream_events import ChatStreamEvent
 from backend.server.rate_limit import is_limited
 
 CHAT_TURN_BODIES = ("ChatRequest", "ChatCompletionRequest", "RunAgentInput")
 FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
+# Bodies a route describes by hand (`openapi_extra`) and refers to as components: FastAPI does not collect them.
+HAND_DESCRIBED_BODIES: dict[str, Any] = {"IngestRequest": IngestRequest}
 # The `data:` JSON of each stream, by the name its route's `sse_response` gives it.
 STREAM_EVENTS: dict[str, Any] = {
     "ChatStreamEvent": ChatStreamEvent,
@@ -59,7 +62,8 @@ def describe(description: dict[str, Any], app: FastAPI, config: ServerConfig) ->
     components = description.setdefault("components", {}).setdefault("schemas", {})
     for name in FASTAPI_VALIDATION_SCHEMAS:
         components.pop(name, None)
-    add_schemas(components, ErrorResponse=ErrorResponse, OpenAIErrorResponse=OpenAIErrorResponse, **STREAM_EVENTS)
+    add_schemas(components, ErrorResponse=ErrorResponse, OpenAIErrorResponse=OpenAIErrorResponse)
+    add_schemas(components, **HAND_DESCRIBED_BODIES, **STREAM_EVENTS)
     for path, route, operation in operations(app, description):
         _describe_errors(path, route, operation, config)
         if "requestBody" in operation:

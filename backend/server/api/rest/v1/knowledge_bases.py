@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from typing import Annotated
 
 from fastapi import APIRouter, File, Query, Request, Response, UploadFile, status
 from fastapi.exceptions import RequestValidationError
@@ -11,7 +11,7 @@ from pydantic import ValidationError
 from backend.application.ports.ingestion import SourceDocument
 from backend.domain.errors import InvalidRequest
 from backend.domain.text import check_text, field_name
-from backend.server.api_responses import errors
+from backend.server.api_responses import REF, errors
 from backend.server.deps import AdminDep, PrincipalDep, ServicesDep
 from backend.server.models.jobs import JobOut, JobsResponse
 from backend.server.models.knowledge import (
@@ -31,25 +31,10 @@ from backend.server.models.knowledge import (
 router = APIRouter(prefix="/api/v1/kbs", tags=["knowledge bases"])
 
 
-def _inlined(schema: dict[str, Any]) -> dict[str, Any]:
-    """A model's JSON schema with its `$defs` written in place: this body is described outside the models FastAPI
-    collects into the components, and a `#/$defs/...` reference does not resolve inside the API description."""
-    defs = schema.pop("$defs", {})
-
-    def resolve(node: Any) -> Any:
-        if isinstance(node, dict):
-            ref = str(node.get("$ref", ""))
-            if ref.startswith("#/$defs/"):
-                return resolve(defs[ref.removeprefix("#/$defs/")])
-            return {key: resolve(value) for key, value in node.items()}
-        return [resolve(value) for value in node] if isinstance(node, list) else node
-
-    return dict(resolve(schema))
-
-
 DOCUMENTS_BODY = {
     "content": {
-        "application/json": {"schema": _inlined(IngestRequest.model_json_schema())},
+        # The route reads its body itself (JSON or files); api_description adds IngestRequest to the components.
+        "application/json": {"schema": {"$ref": REF + "IngestRequest"}},
         "multipart/form-data": {
             "schema": {
                 "type": "object",
