@@ -17,7 +17,7 @@ from backend.application.ports.graph_store import GraphStore
 from backend.bootstrap import GRAPH_DB
 from backend.infrastructure.graph_store.embedded import EmbeddedGraphStore
 from tests.support.live_server import SAMPLE_REGISTRY
-from tests.support.neo4j import Neo4jServer, open_test_store
+from tests.support.neo4j import Neo4jServer, emptied, open_test_store
 from tests.support.serve_process import ServeProcess
 
 pytestmark = pytest.mark.slow
@@ -41,18 +41,7 @@ async def shared_store(request: pytest.FixtureRequest, tmp_path: Path) -> Shared
         settings = {"GRAPH_STORE": "embedded", "DATA_DIR": str(data_dir)}
         return SharedStore(settings, lambda: EmbeddedGraphStore.open(data_dir / GRAPH_DB))
     neo4j: Neo4jServer = request.getfixturevalue("neo4j_server")
-    store = await open_test_store(neo4j)
-    try:
-        await store.delete_everything()
-    finally:
-        await store.close()
-    settings = {
-        "GRAPH_STORE": "neo4j",
-        "NEO4J_URI": neo4j.uri,
-        "NEO4J_USER": neo4j.user,
-        "NEO4J_PASSWORD": neo4j.password,
-        "DATA_DIR": str(data_dir),
-    }
+    settings = await emptied(neo4j) | {"DATA_DIR": str(data_dir)}
     return SharedStore(settings, lambda: open_test_store(neo4j))
 
 

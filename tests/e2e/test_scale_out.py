@@ -15,7 +15,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.support.neo4j import Neo4jServer, open_test_store
+from tests.support.neo4j import Neo4jServer, emptied
 from tests.support.serve_process import ServeProcess
 
 pytestmark = [pytest.mark.postgres, pytest.mark.slow]
@@ -33,18 +33,13 @@ DOCUMENTS = [
 
 
 @pytest.fixture
-async def empty_neo4j(neo4j_server: Neo4jServer) -> Neo4jServer:
-    store = await open_test_store(neo4j_server)
-    try:
-        await store.delete_everything()
-    finally:
-        await store.close()
-    return neo4j_server
+async def empty_neo4j(neo4j_server: Neo4jServer) -> dict[str, str]:
+    return await emptied(neo4j_server)
 
 
 @pytest.fixture
 def two_servers(
-    tmp_path: Path, empty_neo4j: Neo4jServer, isolated_postgres_dsn: str
+    tmp_path: Path, empty_neo4j: dict[str, str], isolated_postgres_dsn: str
 ) -> Iterator[tuple[ServeProcess, ServeProcess]]:
     registry = tmp_path / "kb_registry.toml"
     registry.write_text(EMPTY_REGISTRY)
@@ -56,10 +51,7 @@ def two_servers(
         "KB_REGISTRY_PATH": str(registry),
         "CONVERSATION_STORE": "postgres",
         "POSTGRES_DSN": isolated_postgres_dsn,
-        "GRAPH_STORE": "neo4j",
-        "NEO4J_URI": empty_neo4j.uri,
-        "NEO4J_USER": empty_neo4j.user,
-        "NEO4J_PASSWORD": empty_neo4j.password,
+        **empty_neo4j,
         "EXTRACTOR": "offline",
         "LLM_BASE_URL": "",
         "LLM_MODEL": "",

@@ -21,7 +21,7 @@ from neo4j import AsyncGraphDatabase
 
 from tests.faults.helpers import poll
 from tests.support.live_server import SAMPLE_REGISTRY, live_server, make_settings
-from tests.support.neo4j import Neo4jServer, open_test_store
+from tests.support.neo4j import Neo4jServer, emptied
 from tests.support.serve_process import ServeProcess
 
 pytestmark = pytest.mark.slow
@@ -71,18 +71,7 @@ async def graph(request: pytest.FixtureRequest, data_dir: Path) -> Graph:
     if request.param == "embedded":
         return Graph({"GRAPH_STORE": "embedded"}, lambda: embedded_leftovers(data_dir))
     neo4j: Neo4jServer = request.getfixturevalue("neo4j_server")
-    store = await open_test_store(neo4j)
-    try:
-        await store.delete_everything()
-    finally:
-        await store.close()
-    settings = {
-        "GRAPH_STORE": "neo4j",
-        "NEO4J_URI": neo4j.uri,
-        "NEO4J_USER": neo4j.user,
-        "NEO4J_PASSWORD": neo4j.password,
-    }
-    return Graph(settings, lambda: neo4j_leftovers(neo4j))
+    return Graph(await emptied(neo4j), lambda: neo4j_leftovers(neo4j))
 
 
 _EMBEDDED_ORPHANS = """SELECT count(*) FROM chunks AS c WHERE c.kb = :kb AND NOT EXISTS

@@ -61,6 +61,21 @@ def neo4j_uri(neo4j_server: Neo4jServer) -> str:
     return neo4j_server.uri
 
 
+async def emptied(server: Neo4jServer) -> dict[str, str]:
+    """Delete everything on the test server; the settings that point a serving process at it."""
+    store = await open_test_store(server)
+    try:
+        await store.delete_everything()
+    finally:
+        await store.close()
+    return {
+        "GRAPH_STORE": "neo4j",
+        "NEO4J_URI": server.uri,
+        "NEO4J_USER": server.user,
+        "NEO4J_PASSWORD": server.password,
+    }
+
+
 async def open_test_store(
     server: Neo4jServer,
     exact_scan_max: int = EXACT_SCAN_MAX,
