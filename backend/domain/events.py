@@ -1,10 +1,11 @@
 """Typed stream events (SPEC §5, §10). Each protocol turns them into its wire format in one place.
 
-Most kinds are on the SSE wire as they are. Three are internal (`INTERNAL_KINDS`): the route decision, each
+Most kinds are on the SSE wire as they are. Four are internal (`INTERNAL_KINDS`): the route decision, each
 finished retrieval, with everything a protocol or a middleware may want from them (AG-UI shows them as
-steps and tool calls, the debug middleware logs them), and the numbered sources the answer is written
-against; the SSE protocol shows the first two through `progress` events and, with debug, `execution_log`,
-and the sources through the `citations` event that follows the answer.
+steps and tool calls, the debug middleware logs them), the numbered sources the answer is written
+against, and the tokens the answer took; the SSE protocol shows the first two through `progress` events
+and, with debug, `execution_log`, the sources through the `citations` event that follows the answer, and
+the usage not at all (the OpenAI facade reports it).
 """
 
 from __future__ import annotations
@@ -16,6 +17,7 @@ from typing import Any
 from backend.domain.conversation import Citation
 from backend.domain.retrieval import AgentRun, RagRunSpec
 from backend.domain.routing import RouteDecision
+from backend.domain.tokens import TokenUsage
 
 
 class EventKind(StrEnum):
@@ -30,9 +32,10 @@ class EventKind(StrEnum):
     DONE = "done"
     ROUTED = "routed"
     RETRIEVED = "retrieved"
+    USAGE = "usage"
 
 
-INTERNAL_KINDS = frozenset({EventKind.ROUTED, EventKind.RETRIEVED, EventKind.SOURCES})
+INTERNAL_KINDS = frozenset({EventKind.ROUTED, EventKind.RETRIEVED, EventKind.SOURCES, EventKind.USAGE})
 
 
 class Stage(StrEnum):
@@ -75,6 +78,15 @@ class CitationsEvent:
     citations: tuple[Citation, ...]
     consulted: tuple[Citation, ...] = ()
     kind: EventKind = field(default=EventKind.CITATIONS, init=False)
+
+
+@dataclass(frozen=True, slots=True)
+class UsageEvent:
+    """Internal, once the answer's text is generated: the tokens it took, as its model reported them or
+    estimated when none did."""
+
+    usage: TokenUsage
+    kind: EventKind = field(default=EventKind.USAGE, init=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,4 +160,5 @@ StreamEvent = (
     | DoneEvent
     | RoutedEvent
     | RetrievedEvent
+    | UsageEvent
 )

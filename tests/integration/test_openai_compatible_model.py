@@ -15,6 +15,7 @@ import pytest
 from backend.application.ports.chat_model import ChatModel, ModelDelta
 from backend.domain.conversation import Message, Role
 from backend.domain.errors import ModelError
+from backend.domain.tokens import TokenUsage
 from backend.infrastructure.llm import OpenAICompatibleChatModel
 from tests.support.scripted_llm import Reply, ScriptedLLM
 
@@ -94,7 +95,18 @@ async def test_usage_is_reported(make_model: ModelFactory, scripted_llm: Scripte
 
     deltas = await collect(make_model())
 
-    assert [d.usage for d in deltas if d.usage] == [usage]  # integer counters only, reported once
+    assert [d.usage for d in deltas if d.usage] == [TokenUsage(11, 3)]  # reported once, as the server counted
+    assert deltas[-1].usage == TokenUsage(11, 3, counted=False)
+
+
+async def test_usage_without_prompt_and_completion_counts_is_not_reported(
+    make_model: ModelFactory, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.script(Reply(usage={"total_tokens": 14}))
+
+    deltas = await collect(make_model())
+
+    assert [d.usage for d in deltas] == [None] * len(deltas) and deltas
 
 
 async def test_max_tokens_is_sent_when_set(make_model: ModelFactory, scripted_llm: ScriptedLLM) -> None:

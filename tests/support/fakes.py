@@ -10,6 +10,7 @@ from backend.application.ports.chat_model import ModelDelta
 from backend.domain.conversation import Message
 from backend.domain.errors import ModelError
 from backend.domain.retrieval import EvidenceSource, Granularity, RetrievalResult
+from backend.domain.tokens import TokenUsage
 from backend.graphrag_agent.ports import AgentTrace
 
 
@@ -50,9 +51,11 @@ class FakeAgent:
 
 @dataclass
 class FakeChatModel:
-    """Streams scripted deltas; can fail after N deltas or stall before the next one."""
+    """Streams scripted deltas (then the `usage` it reports, if any); can fail after N deltas or stall before the
+    next one."""
 
     deltas: Sequence[str] = ("Hello", " there", "!")
+    usage: TokenUsage | None = None
     fail_after: int | None = None
     delay_s: float = 0.0
     prompts: list[list[Message]] = field(default_factory=list)
@@ -76,6 +79,8 @@ class FakeChatModel:
                     raise ModelError("model connection dropped mid-stream")
                 await asyncio.sleep(self.delay_s)
                 yield ModelDelta(content=text)
+            if self.usage is not None:
+                yield ModelDelta(usage=self.usage)
         finally:
             self.closed_streams += 1
 

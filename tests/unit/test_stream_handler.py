@@ -34,6 +34,7 @@ from backend.domain.events import (
     TokenEvent,
 )
 from backend.domain.generation import GenerationMode
+from backend.domain.tokens import TokenUsage, estimate_tokens
 from backend.infrastructure.llm.accounted_model import AccountedChatModel
 from backend.infrastructure.persistence.memory.conversation_store import InMemoryConversationStore
 from backend.server.errors import status_for
@@ -92,6 +93,7 @@ async def test_golden_event_sequence_of_a_rag_answer() -> None:
         "token",
         "token",
         "token",
+        "usage",  # internal: the tokens the answer took, for the OpenAI facade
         "progress:generation:1/1",
         "citations",
         "done",
@@ -121,7 +123,7 @@ async def test_markers_split_across_model_deltas_are_sent_whole_renumbered_and_s
     tokens = [e.text for e in events if isinstance(e, TokenEvent)]
     # A delta that may only begin a marker goes with the next one; the bracket left open at the end is text.
     assert tokens == ["Planted", " ", "[1]", " and", " sold ", "[2][1]", " then ", "["]
-    assert [label(e) for e in events][-4:] == ["token", "progress:generation:1/1", "citations", "done"]
+    assert [label(e) for e in events][-5:] == ["token", "usage", "progress:generation:1/1", "citations", "done"]
     cited = next(e for e in events if isinstance(e, CitationsEvent))
     assert ([c.id for c in cited.citations], [c.id for c in cited.consulted]) == (["chunk:3", "chunk:1"], ["chunk:2"])
     answer = (await stored(wired))[1]
@@ -141,6 +143,7 @@ async def test_general_chat_uses_the_same_protocol_with_an_empty_plan() -> None:
         "progress:generation:0/1",
         "token",
         "token",
+        "usage",
         "progress:generation:1/1",
         "done",
     ]
@@ -281,6 +284,29 @@ async def test_non_streaming_chat_returns_answer_citations_and_route() -> None:
         result.citations,
         True,
     )
+
+
+async def test_the_usage_is_what_the_model_reported() -> None:
+    model = FakeChatModel(deltas=("Founded in", " 1952 [1]."), usage=TokenUsage(412, 9))
+    result = await wire(FakeAgent(results=ORCHARD_FACTS), model).chat.handle(context(), question())
+    assert result.usage == TokenUsage(412, 9, counted=False)
+
+
+async def test_without_a_reported_usage_the_prompt_sent_and_the_answer_are_counted() -> None:
+    model = FakeChatModel(deltas=("Founded in", " 1952 [1]."))
+    result = await wire(FakeAgent(results=ORCHARD_FACTS), model).chat.handle(context(), question())
+    prompt = model.prompts[0]
+    assert ORCHARD_FACTS[0].evidence in prompt[-1].content  # the sources were in what the model was sent
+    expected = TokenUsage(sum(estimate_tokens(m.content) for m in prompt), estimate_tokens(result.answer), True)
+    assert result.usage == expected
+    assert expected.prompt_tokens > estimate_tokens(question().message) + estimate_tokens(ORCHARD_FACTS[0].evidence)
+
+
+async def test_an_extractive_answer_counts_the_question_and_the_sources_it_read() -> None:
+    result = await wire(FakeAgent(results=ORCHARD_FACTS), model=None).chat.handle(context(), question())
+    read = estimate_tokens(question().message) + estimate_tokens(ORCHARD_FACTS[0].evidence)
+    assert result.usage == TokenUsage(read, estimate_tokens(result.answer), counted=True)
+    assert result.usage.completion_tokens > 10 and result.usage.total_tokens == read + result.usage.completion_tokens
 
 
 async def test_non_streaming_chat_with_debug_returns_the_stored_debug_with_its_execution_log() -> None:

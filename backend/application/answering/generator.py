@@ -1,7 +1,8 @@
 """AnswerGenerator: the one place that turns evidence and history into an answer.
 
 With a chat model it prompts the model; without one it asks the offline answerer (the extractive
-answerer). Both stream as `ModelDelta`s so the stream executor treats them alike.
+answerer). Both stream as `ModelDelta`s so the stream executor treats them alike. When no model reports the
+tokens an answer took, `counted_usage` estimates them from what the answerer was given.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from backend.application.ports.generation import GenerationRequest
 from backend.domain.conversation import Message
 from backend.domain.generation import GenerationMode
 from backend.domain.retrieval import RetrievalResult
+from backend.domain.tokens import TokenUsage
 
 
 class AnswerGenerator:
@@ -41,6 +43,15 @@ class AnswerGenerator:
             return self._extractive_stream(request, evidence)
         # The model's own generator, not one wrapped around it: every layer costs CPU on each token.
         return self._model.stream(self._messages(request, evidence))
+
+    def counted_usage(self, request: GenerationRequest, evidence: Sequence[RetrievalResult], answer: str) -> TokenUsage:
+        """The estimated tokens of an answer: of the messages the model was sent (instructions, history, sources
+        and question), or of the question and sources the extractive answerer read; and of the answer."""
+        if self._model is not None:
+            prompt = [message.content for message in self._messages(request, evidence)]
+        else:
+            prompt = [request.search_query, *(result.evidence for result in evidence)]
+        return TokenUsage.estimated(prompt, answer)
 
     async def _extractive_stream(
         self, request: GenerationRequest, evidence: Sequence[RetrievalResult]

@@ -19,9 +19,10 @@ from backend.application.chat.turns import AssistantDraft, debug_record
 from backend.domain.context import RequestContext
 from backend.domain.conversation import Citation
 from backend.domain.errors import GraphRagError, error_from
-from backend.domain.events import DoneEvent, ErrorEvent
+from backend.domain.events import DoneEvent, ErrorEvent, UsageEvent
 from backend.domain.generation import GenerationMode
 from backend.domain.routing import RouteDecision
+from backend.domain.tokens import TokenUsage
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,6 +36,7 @@ class ChatResult:
     user_message_id: str
     message_id: str
     debug: dict[str, Any] | None = None  # the stored message's `debug`, when the request asked for debug data
+    usage: TokenUsage | None = None  # the tokens the answer took; None when its KB handler reported none
 
 
 class ChatHandler:
@@ -46,10 +48,13 @@ class ChatHandler:
         draft = AssistantDraft()
         failure: GraphRagError | None = None
         message_id: str | None = None
+        usage: TokenUsage | None = None
         async with aclosing(self._stream.events(turn, draft)) as events:
             async for event in events:
                 if isinstance(event, ErrorEvent) and failure is None:  # the first says what failed
                     failure = error_from(event.code, event.message)
+                elif isinstance(event, UsageEvent):
+                    usage = event.usage
                 elif isinstance(event, DoneEvent):
                     message_id = event.message_id
         if failure is not None:
@@ -66,4 +71,5 @@ class ChatHandler:
             user_message_id=turn.user_message.id,
             message_id=message_id,
             debug=debug_record(draft) if context.debug else None,
+            usage=usage,
         )

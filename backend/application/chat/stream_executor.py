@@ -1,6 +1,7 @@
 """ChatStreamExecutor: retrieval progress, the sources, then the answer as it is generated.
 
-Strict true streaming: every model delta becomes exactly one token event, yielded at once.
+Strict true streaming: every model delta becomes exactly one token event, yielded at once. Once the answer is
+generated, a `UsageEvent` says the tokens it took: as the model reported them, else estimated.
 Errors are raised, not swallowed: the stream use case turns them into an `error` event and
 stores what was produced so far as a partial answer.
 """
@@ -23,9 +24,11 @@ from backend.domain.events import (
     Stage,
     StreamEvent,
     TokenEvent,
+    UsageEvent,
 )
 from backend.domain.generation import GenerationMode
 from backend.domain.retrieval import AgentRun, RetrievalResult
+from backend.domain.tokens import TokenUsage
 
 
 class ChatStreamExecutor:
@@ -57,12 +60,18 @@ class ChatStreamExecutor:
             evidence = self._rag.aggregate(runs)
             yield SourcesEvent(to_citations(evidence))
         yield ProgressEvent(Stage.GENERATION, completed=0, total=1)
+        answer: list[str] = []
+        reported: TokenUsage | None = None
         async with aclosing(self._generator.stream(request, evidence)) as deltas:
             async for delta in deltas:
                 if delta.reasoning:
                     yield ReasoningEvent(delta.reasoning)
                 if delta.content:
+                    answer.append(delta.content)
                     yield TokenEvent(delta.content)
+                if delta.usage is not None:
+                    reported = delta.usage
+        yield UsageEvent(reported or self._generator.counted_usage(request, evidence, "".join(answer)))
         yield ProgressEvent(Stage.GENERATION, completed=1, total=1)
 
     async def _retrieve(self, request: GenerationRequest, runs: list[AgentRun]) -> AsyncGenerator[StreamEvent, None]:

@@ -8,15 +8,16 @@ from typing import Protocol
 
 from backend.domain.conversation import Message
 from backend.domain.retrieval import RetrievalResult
+from backend.domain.tokens import TokenUsage
 
 
 @dataclass(frozen=True, slots=True)
 class ModelDelta:
-    """One upstream stream chunk: answer text, reasoning text, and/or the final token usage."""
+    """One upstream stream chunk: answer text, reasoning text, and/or the tokens the call took (as reported)."""
 
     content: str = ""
     reasoning: str = ""
-    usage: dict[str, int] | None = None
+    usage: TokenUsage | None = None
 
 
 class ChatModel(Protocol):

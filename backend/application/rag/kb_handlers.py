@@ -21,8 +21,9 @@ from backend.domain.knowledge_base import KnowledgeBase
 
 class KnowledgeBaseHandler(Protocol):
     def stream(self, request: GenerationRequest) -> AsyncGenerator[StreamEvent, None]:
-        """Progress, the sources the answer cites by number (a `SourcesEvent`, before the first token) and
-        tokens; never `start`, `done` or `citations` (the stream sends those)."""
+        """Progress, the sources the answer cites by number (a `SourcesEvent`, before the first token), tokens
+        and, when it knows them, the tokens the answer took (a `UsageEvent`); never `start`, `done` or
+        `citations` (the stream sends those)."""
         ...
 
 

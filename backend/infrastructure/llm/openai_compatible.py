@@ -30,6 +30,7 @@ from tenacity import AsyncRetrying, RetryCallState, retry_if_exception, stop_aft
 from backend.application.ports.chat_model import ModelDelta
 from backend.domain.conversation import Message, Role
 from backend.domain.errors import ModelError
+from backend.domain.tokens import TokenUsage
 from backend.infrastructure.llm.retry_policy import ServerRefusal, tenacity_wait
 
 if TYPE_CHECKING:
@@ -282,9 +283,9 @@ class OpenAICompatibleChatModel:
             if delta:
                 content = delta.get("content") or ""
                 reasoning = delta.get("reasoning_content") or delta.get("reasoning") or ""
-        usage = chunk.get("usage")
-        if content or reasoning or usage:
-            return ModelDelta(content, reasoning, _int_usage(usage) if usage else None), done
+        usage = _usage_of(chunk.get("usage"))
+        if content or reasoning or usage is not None:
+            return ModelDelta(content, reasoning, usage), done
         return None, done  # role-only first chunk, empty finish chunk
 
     def _translate(self, exc: BaseException) -> ModelError:
@@ -349,11 +350,14 @@ def _wire_messages(messages: Sequence[Message]) -> list[dict[str, str]]:
     return [{"role": Role(message.role).value, "content": message.content} for message in messages]
 
 
-def _int_usage(usage: Any) -> dict[str, int] | None:
-    # Keep the flat integer counters; nested details (cached tokens, ...) vary between servers.
+def _usage_of(usage: Any) -> TokenUsage | None:
+    """The call's prompt and completion tokens, when the server reported both (details vary between servers)."""
     if not isinstance(usage, dict):
         return None
-    return {key: value for key, value in usage.items() if isinstance(value, int)}
+    prompt, completion = usage.get("prompt_tokens"), usage.get("completion_tokens")
+    if type(prompt) is not int or type(completion) is not int:
+        return None
+    return TokenUsage(prompt, completion)
 
 
 def _root_cause(exc: BaseException) -> BaseException:

@@ -65,6 +65,7 @@ from backend.domain.events import (
     StartEvent,
     StreamEvent,
     TokenEvent,
+    UsageEvent,
 )
 from backend.domain.retrieval import AgentRun
 
@@ -142,6 +143,8 @@ class AguiTranslator:
             case RetrievedEvent():
                 return self._retrieved(event)
             case SourcesEvent():  # shown as the citations and consulted sources once the answer is complete
+                return []
+            case UsageEvent():  # AG-UI has no place for token counts
                 return []
             case CitationsEvent(citations=citations, consulted=consulted):
                 return [
