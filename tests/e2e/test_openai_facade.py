@@ -15,10 +15,13 @@ import httpx
 import openai
 import pytest
 
+from backend.domain.tokens import estimate_tokens
 from tests.support.live_server import LiveServer, live_server, llm_settings, make_settings
 from tests.support.scripted_llm import Reply, ScriptedLLM
 
 FOUNDED = "When was Wrenfield Orchard founded, and by whom?"
+REPORTED = {"prompt_tokens": 321, "completion_tokens": 6, "total_tokens": 327}  # what the scripted model reports
+USAGE_ON: Any = {"include_usage": True}
 WHO_RUNS = "Who runs it today?"
 
 
@@ -85,7 +88,7 @@ async def test_a_completion_returns_the_answer_with_citations_as_url_annotations
     sdk: openai.AsyncOpenAI, http: httpx.AsyncClient, scripted_llm: ScriptedLLM
 ) -> None:
     tokens = ["Wrenfield", " was", " founded", " in", " 1921", " [1]."]
-    scripted_llm.script(Reply(tokens=tokens))
+    scripted_llm.script(Reply(tokens=tokens, usage=REPORTED))
     raw = await sdk.chat.completions.with_raw_response.create(
         model="orchard/naive_rag_agent",
         messages=[{"role": "user", "content": FOUNDED}],
@@ -100,6 +103,8 @@ async def test_a_completion_returns_the_answer_with_citations_as_url_annotations
     assert completion.id == f"chatcmpl-{raw.headers['x-request-id']}"
     choice = completion.choices[0]
     assert (choice.message.role, choice.message.content, choice.finish_reason) == ("assistant", answer, "stop")
+    assert completion.usage is not None
+    assert completion.usage.model_dump(exclude_none=True) == REPORTED  # the figures the model reported
 
     annotations = annotations_of(choice.message)
     assert annotations and all(a["type"] == "url_citation" for a in annotations)
@@ -132,7 +137,7 @@ async def test_a_stream_sends_one_chunk_per_token_as_it_arrives_then_annotations
     sdk: openai.AsyncOpenAI, http: httpx.AsyncClient, scripted_llm: ScriptedLLM
 ) -> None:
     tokens = ["Wrenfield", " was", " founded", " in", " 1921", " [1]."]
-    scripted_llm.script(Reply(tokens=tokens, delay_s=0.15))
+    scripted_llm.script(Reply(tokens=tokens, delay_s=0.15, usage=REPORTED))
     session = "s-" + uuid.uuid4().hex[:12]
     stream = await sdk.chat.completions.create(
         model="orchard/naive_rag_agent",
@@ -148,6 +153,11 @@ async def test_a_stream_sends_one_chunk_per_token_as_it_arrives_then_annotations
 
     assert all(c.object == "chat.completion.chunk" and c.model == "orchard/naive_rag_agent" for c in chunks)
     assert len({c.id for c in chunks}) == 1
+    # include_usage: one more chunk, without choices, carries the usage; the others have none.
+    *chunks, usage_chunk = chunks
+    assert usage_chunk.choices == [] and usage_chunk.usage is not None
+    assert usage_chunk.usage.model_dump(exclude_none=True) == REPORTED
+    assert [c.usage for c in chunks] == [None] * len(chunks)
     assert chunks[0].choices[0].delta.role == "assistant"
     content_chunks = [c for c in chunks if c.choices[0].delta.content]
     assert [c.choices[0].delta.content for c in content_chunks] == tokens  # one chunk per model delta, in order
@@ -158,7 +168,7 @@ async def test_a_stream_sends_one_chunk_per_token_as_it_arrives_then_annotations
 
     # Strict streaming: token k reached the client before the scripted model even wrote token k+1.
     sent = scripted_llm.token_sent_at[0]
-    token_arrivals = [t for t, c in zip(arrived, chunks, strict=True) if c.choices[0].delta.content]
+    token_arrivals = [t for t, c in zip(arrived, chunks, strict=False) if c.choices[0].delta.content]
     for k in range(len(tokens) - 1):
         assert token_arrivals[k] < sent[k + 1], f"token {k} was held back until token {k + 1} was sent"
 
@@ -192,6 +202,27 @@ async def test_the_raw_stream_is_lf_framed_and_ends_with_done(
     assert all(frame.startswith(b"data: ") for frame in frames)
     assert len(frames) == 1 + 2 + 1 + 1  # role, two tokens, stop with annotations, [DONE]
     assert b'"annotations":[]' in frames[-2]  # general chat: no retrieval, no citations
+    assert b'"usage"' not in raw  # not asked for (stream_options.include_usage)
+
+
+@pytest.mark.parametrize("stream", [False, True])
+async def test_a_model_that_reports_no_usage_gets_the_estimate_of_what_it_was_sent_and_wrote(
+    sdk: openai.AsyncOpenAI, scripted_llm: ScriptedLLM, stream: bool
+) -> None:
+    tokens = ["Agnes", " and", " Tobias", " Wren", " founded", " it", " in", " 1921", " [1]."]
+    scripted_llm.script(Reply(tokens=tokens, usage={}))  # a usage chunk without counts
+    ask = {"model": "orchard/naive_rag_agent", "messages": [{"role": "user", "content": FOUNDED}]}
+    if stream:
+        chunks = [c async for c in await sdk.chat.completions.create(**ask, stream=True, stream_options=USAGE_ON)]
+        usage = chunks[-1].usage
+    else:
+        usage = (await sdk.chat.completions.create(**ask)).usage
+    sent = scripted_llm.requests[0]["messages"]
+    assert usage is not None
+    assert usage.prompt_tokens == sum(estimate_tokens(message["content"]) for message in sent)
+    assert usage.completion_tokens == estimate_tokens("".join(tokens)) > 0
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    assert usage.prompt_tokens > estimate_tokens(FOUNDED) + 50  # the sources were counted with the question
 
 
 async def test_continuity_comes_from_the_request_and_both_turns_share_one_session(
@@ -286,6 +317,25 @@ async def test_metadata_names_the_session(
         model="general", messages=[{"role": "user", "content": "hello"}], metadata={"session_id": session}
     )
     assert [m["content"] for m in await stored(http, session, 2)] == ["hello", "fine"]
+
+
+async def test_without_a_model_the_extractive_answer_counts_the_question_and_the_sources_it_read(
+    data_dir: Path,
+) -> None:
+    ask = {"model": "orchard/naive_rag_agent", "messages": [{"role": "user", "content": FOUNDED}]}
+    with live_server(make_settings(data_dir)) as running:
+        async with openai.AsyncOpenAI(base_url=running.base_url + "/v1", api_key="k", max_retries=0) as offline:
+            whole = await offline.chat.completions.create(**ask)
+            stream = await offline.chat.completions.create(**ask, stream=True, stream_options=USAGE_ON)
+            chunks = [chunk async for chunk in stream]
+    answer = whole.choices[0].message.content or ""
+    assert answer.startswith("Extractive answer") and annotations_of(whole.choices[0].message)
+    usage = whole.usage
+    assert usage is not None and usage.completion_tokens == estimate_tokens(answer)
+    assert usage.prompt_tokens > estimate_tokens(FOUNDED)  # the question and the sources it quoted from
+    assert usage.total_tokens == usage.prompt_tokens + usage.completion_tokens
+    streamed = "".join(c.choices[0].delta.content or "" for c in chunks if c.choices)
+    assert streamed == answer and chunks[-1].usage == usage  # the same turn, the same figures
 
 
 # -- errors -----------------------------------------------------------------------------------------

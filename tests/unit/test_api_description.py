@@ -9,7 +9,15 @@ import orjson
 
 from backend.domain.agent_types import AgentType
 from backend.domain.conversation import Citation
-from backend.domain.events import INTERNAL_KINDS, CitationsEvent, ErrorEvent, ExecutionLogEvent, ReasoningEvent
+from backend.domain.events import (
+    INTERNAL_KINDS,
+    CitationsEvent,
+    ErrorEvent,
+    ExecutionLogEvent,
+    ReasoningEvent,
+    UsageEvent,
+)
+from backend.domain.tokens import TokenUsage
 from backend.server.agui.translator import AguiTranslator
 from backend.server.api.openai_facade.chunks import CompletionChunks
 from backend.server.app import create_app
@@ -128,6 +136,7 @@ def test_agent_types_are_listed_and_an_unknown_one_is_still_left_to_the_use_case
     assert RetrieveRequest(query="cider", agent_type="cider_agent").agent_type == "cider_agent"
 
 
+USAGE = TokenUsage(812, 64)
 STREAMS = {
     "/api/v1/chat/stream": "ChatStreamEvent",
     "/api/v1/agui": "AguiEvent",
@@ -173,9 +182,11 @@ def test_what_each_stream_sends_matches_its_documented_event_schema() -> None:
     translator = AguiTranslator("t1", "run-0001")
     agui = frames_data([frame for event in events for frame in translator.frames(event)])
     facade = []
-    for sent in (events, [event for event in events if not isinstance(event, ErrorEvent)]):  # failed, finished
-        chunks = CompletionChunks("chatcmpl-1", 1795650000, "orchard/hybrid_agent", "http://localhost/")
+    finished = [event for event in events if not isinstance(event, ErrorEvent)]
+    for sent, include_usage in ((events, False), (finished, False), ([*finished[:-1], UsageEvent(USAGE), done], True)):
+        chunks = CompletionChunks("chatcmpl-1", 1795650000, "orchard/hybrid_agent", "http://localhost/", include_usage)
         facade += frames_data([chunks.frame(event) for event in sent])
+    assert facade[-1]["usage"]["total_tokens"] == USAGE.total_tokens and facade[-1]["choices"] == []
     for name, sent in (("ChatStreamEvent", rest), ("AguiEvent", agui), ("ChatCompletionStreamData", facade)):
         assert len(sent) > 5
         invalid = [event for event in sent if not schemas[name].is_valid(event)]

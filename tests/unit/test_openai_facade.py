@@ -20,9 +20,11 @@ from backend.domain.events import (
     Stage,
     StartEvent,
     TokenEvent,
+    UsageEvent,
 )
 from backend.domain.knowledge_base import KnowledgeBase
 from backend.domain.routing import RouteDecision
+from backend.domain.tokens import TokenUsage
 from backend.domain.worker import Worker
 from backend.server.api.openai_facade.catalog import find_model, models_for
 from backend.server.api.openai_facade.chunks import CompletionChunks
@@ -268,6 +270,33 @@ def test_a_stream_is_role_chunk_one_chunk_per_token_then_annotations_and_stop_th
     assert annotations[0]["url_citation"]["start_index"] == content.index("[1]")
     assert annotations[1]["url_citation"]["start_index"] == len(content)
     assert annotations[0]["url_citation"]["url"] == "http://testserver/api/v1/kbs/orchard/documents/doc2"
+
+
+def test_with_include_usage_every_chunk_has_null_usage_and_a_last_one_before_done_has_it() -> None:
+    usage = TokenUsage(120, 7)
+    events = [StartEvent(), TokenEvent("Founded"), TokenEvent(" [1]."), UsageEvent(usage), DoneEvent("m-1")]
+    plain = decode(b"".join(CompletionChunks("chatcmpl-r1", 1, "auto", BASE).frame(e) for e in events))
+    assert all("usage" not in chunk for chunk in plain[:-1]) and len(plain) == 5  # role, 2 tokens, stop, [DONE]
+    chunks = CompletionChunks("chatcmpl-r1", 1, "auto", BASE, include_usage=True)
+    sent = decode(b"".join(chunks.frame(e) for e in events))
+    assert sent[-1] == "[DONE]"
+    *body, last = sent[:-1]
+    assert [c["choices"][0]["delta"].get("content") for c in body] == ["", "Founded", " [1].", None]
+    assert [c["usage"] for c in body] == [None] * 4  # the key is there, null, as OpenAI sends it
+    assert last == {
+        "id": "chatcmpl-r1",
+        "object": "chat.completion.chunk",
+        "created": 1,
+        "model": "auto",
+        "choices": [],
+        "usage": {"prompt_tokens": 120, "completion_tokens": 7, "total_tokens": 127},
+    }
+    failed = CompletionChunks("chatcmpl-r1", 1, "auto", BASE, include_usage=True)
+    frames = b"".join(failed.frame(e) for e in (StartEvent(), ErrorEvent("boom", "model_error"), UsageEvent(usage)))
+    assert decode(frames + failed.frame(DoneEvent(None)))[-2:] == [
+        openai_error_body(502, "model_error", "boom"),
+        "[DONE]",
+    ]
 
 
 def test_an_error_is_an_openai_error_frame_then_done_without_a_stop_chunk() -> None:

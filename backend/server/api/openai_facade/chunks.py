@@ -2,8 +2,9 @@
 
 `data: {chunk}\\n\\n` frames with LF separators: a first chunk with `delta.role`, one chunk per model delta (sent
 as it arrives), a last chunk with the cited and consulted sources as `delta.annotations` and
-`finish_reason: "stop"`, then `data: [DONE]`. An error mid-stream is an `{"error": {...}}` frame in OpenAI's
-shape (the openai SDKs raise it), followed by `[DONE]` and no last chunk.
+`finish_reason: "stop"`, then `data: [DONE]`. With `stream_options.include_usage`, as OpenAI does: every chunk
+has `"usage": null`, and one more chunk before `[DONE]` has no choices and the usage. An error mid-stream is an
+`{"error": {...}}` frame in OpenAI's shape (the openai SDKs raise it), followed by `[DONE]` and no last chunk.
 """
 
 from __future__ import annotations
@@ -22,17 +23,22 @@ from backend.domain.events import (
     StartEvent,
     StreamEvent,
     TokenEvent,
+    UsageEvent,
 )
+from backend.domain.tokens import TokenUsage
 from backend.server.api.openai_facade.citations import annotations_for
+from backend.server.api.openai_facade.models import CompletionUsage
 from backend.server.errors import openai_error_body, status_for_code
 
 DONE_FRAME = b"data: [DONE]\n\n"
 
 
 class CompletionChunks:
-    """Encodes the events of one request; it remembers the route, citations and text for the last chunk."""
+    """Encodes the events of one request; it remembers the route, citations, text and usage for the last chunks."""
 
-    def __init__(self, completion_id: str, created: int, model: str, base_url: str) -> None:
+    def __init__(
+        self, completion_id: str, created: int, model: str, base_url: str, include_usage: bool = False
+    ) -> None:
         self._envelope: dict[str, Any] = {
             "id": completion_id,
             "object": "chat.completion.chunk",
@@ -40,14 +46,17 @@ class CompletionChunks:
             "model": model,
         }
         self._base_url = base_url
+        self._include_usage = include_usage
         # A token frame is `prefix + JSON string + suffix`, built once: per token only the text is dumped.
         head = orjson.dumps(self._envelope)[:-1]
         self._token_prefix = b"data: " + head + b',"choices":[{"index":0,"delta":{"content":'
-        self._token_suffix = b'},"logprobs":null,"finish_reason":null}]}\n\n'
+        usage = b',"usage":null' if include_usage else b""
+        self._token_suffix = b'},"logprobs":null,"finish_reason":null}]' + usage + b"}\n\n"
         self._text: list[str] = []
         self._citations: tuple[Citation, ...] = ()
         self._consulted: tuple[Citation, ...] = ()
         self._kb_prefix = ""
+        self._usage: TokenUsage | None = None
         self._failed = False
 
     def frame(self, event: StreamEvent) -> bytes:
@@ -65,17 +74,28 @@ class CompletionChunks:
                 self._kb_prefix = decision.kb_prefix
             case CitationsEvent(citations=citations, consulted=consulted):
                 self._citations, self._consulted = citations, consulted
+            case UsageEvent(usage=usage):
+                self._usage = usage
             case ErrorEvent(message=message, code=code):
                 self._failed = True
                 body = openai_error_body(status_for_code(code), code, message)
                 return b"data: " + orjson.dumps(body) + b"\n\n"
             case DoneEvent():
-                return DONE_FRAME if self._failed else self._last_chunk() + DONE_FRAME
+                return DONE_FRAME if self._failed else self._last_chunk() + self._usage_chunk() + DONE_FRAME
         return b""
 
     def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
         choice = {"index": 0, "delta": delta, "logprobs": None, "finish_reason": finish_reason}
-        return b"data: " + orjson.dumps({**self._envelope, "choices": [choice]}) + b"\n\n"
+        return self._frame([choice], None)
+
+    def _frame(self, choices: list[dict[str, Any]], usage: CompletionUsage | None) -> bytes:
+        chunk = {**self._envelope, "choices": choices}
+        if self._include_usage:
+            chunk["usage"] = usage.model_dump() if usage else None
+        return b"data: " + orjson.dumps(chunk) + b"\n\n"
+
+    def _usage_chunk(self) -> bytes:
+        return self._frame([], CompletionUsage.of(self._usage)) if self._include_usage else b""
 
     def _last_chunk(self) -> bytes:
         content = "".join(self._text)

@@ -10,6 +10,8 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from backend.domain.tokens import TokenUsage
+
 MessageRole = Literal["system", "developer", "user", "assistant", "tool", "function"]
 
 
@@ -19,6 +21,12 @@ class ChatMessage(BaseModel):
     role: MessageRole
     # A string or a list of content parts ({"type": "text", "text": ...}); only text is supported.
     content: str | list[dict[str, Any]] | None = None
+
+
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    include_usage: bool | None = Field(None, description="`true`: a last chunk before `[DONE]` carries the usage")
 
 
 class ChatCompletionRequest(BaseModel):
@@ -39,6 +47,7 @@ class ChatCompletionRequest(BaseModel):
                         {"role": "user", "content": "Which of them go into the cider?"},
                     ],
                     "stream": True,
+                    "stream_options": {"include_usage": True},
                     "metadata": {"session_id": "orchard-visit-1"},
                 },
             ]
@@ -48,6 +57,7 @@ class ChatCompletionRequest(BaseModel):
     model: str = Field(min_length=1, max_length=200)
     messages: list[ChatMessage] = Field(min_length=1, max_length=1000)
     stream: bool | None = False
+    stream_options: StreamOptions | None = None
     user: str | None = Field(None, max_length=256, description="the caller's end user; part of the derived session")
     metadata: dict[str, Any] | None = Field(None, description="`session_id` names the conversation to store under")
 
@@ -96,12 +106,32 @@ class CompletionChoice(BaseModel):
     finish_reason: Literal["stop"] = "stop"
 
 
+class CompletionUsage(BaseModel):
+    """The tokens of the answer's model call as the model reported them, or this service's estimate when none
+    did (docs/protocols/openai.md)."""
+
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+    @classmethod
+    def of(cls, usage: TokenUsage | None) -> CompletionUsage | None:
+        if usage is None:
+            return None
+        return cls(
+            prompt_tokens=usage.prompt_tokens,
+            completion_tokens=usage.completion_tokens,
+            total_tokens=usage.total_tokens,
+        )
+
+
 class ChatCompletion(BaseModel):
     id: str
     object: Literal["chat.completion"] = "chat.completion"
     created: int
     model: str
     choices: list[CompletionChoice]
+    usage: CompletionUsage | None
 
 
 class ChunkDelta(BaseModel):
@@ -121,10 +151,12 @@ class ChunkChoice(BaseModel):
 
 
 class ChatCompletionChunk(BaseModel):
-    """One `data:` line of a streamed completion (`stream: true`)."""
+    """One `data:` line of a streamed completion (`stream: true`). With `stream_options.include_usage`, every chunk
+    has `usage`: null but the last one before `[DONE]`, which has no choices and the usage."""
 
     id: str
     object: Literal["chat.completion.chunk"] = "chat.completion.chunk"
     created: int
     model: str
-    choices: list[ChunkChoice]
+    choices: list[ChunkChoice] = Field(max_length=1)
+    usage: CompletionUsage | None = None

@@ -29,6 +29,7 @@ from backend.server.api.openai_facade.models import (
     ChatCompletion,
     ChatCompletionRequest,
     CompletionChoice,
+    CompletionUsage,
     ModelCard,
     ModelList,
 )
@@ -114,14 +115,19 @@ async def chat_completions(
     if body.stream:
         # Validation and the user message happen before the stream opens: bad input is a plain 4xx.
         turn = await services.stream.prepare(context, chat_input)
-        chunks = CompletionChunks(completion_id, created, body.model, base_url)
+        include_usage = bool(body.stream_options and body.stream_options.include_usage)
+        chunks = CompletionChunks(completion_id, created, body.model, base_url, include_usage)
         return event_stream(_frames(services, turn, chunks), config.sse_heartbeat_s, headers)
     result = await services.chat.handle(context, chat_input)
     response.headers.update(headers)
     annotations = annotations_for(result.answer, result.citations, result.consulted, result.route.kb_prefix, base_url)
     message = AssistantMessage(content=result.answer, annotations=annotations)
     return ChatCompletion(
-        id=completion_id, created=created, model=body.model, choices=[CompletionChoice(message=message)]
+        id=completion_id,
+        created=created,
+        model=body.model,
+        choices=[CompletionChoice(message=message)],
+        usage=CompletionUsage.of(result.usage),
     )
 
 
