@@ -30,6 +30,8 @@ from backend.server.api.openai_facade.catalog import find_model, models_for
 from backend.server.api.openai_facade.chunks import CompletionChunks
 from backend.server.api.openai_facade.citations import annotations_for, document_url, marker_span
 from backend.server.api.openai_facade.conversation import (
+    Conversation,
+    chat_messages,
     conversation_of,
     derived_session_id,
     explicit_session_id,
@@ -45,11 +47,15 @@ def messages(*pairs: tuple[str, Any]) -> list[ChatMessage]:
     return [ChatMessage(role=role, content=content) for role, content in pairs]  # type: ignore[arg-type]
 
 
+def turn_of(chat: list[ChatMessage]) -> Conversation:
+    return conversation_of(chat_messages(chat), "messages")
+
+
 # -- messages → question and history ---------------------------------------------------------------
 
 
 def test_the_last_user_message_is_the_question_and_earlier_turns_are_the_history() -> None:
-    conversation = conversation_of(
+    conversation = turn_of(
         messages(
             ("system", "Talk like a pirate."),
             ("user", "  When was the orchard founded?  "),
@@ -68,7 +74,7 @@ def test_the_last_user_message_is_the_question_and_earlier_turns_are_the_history
 
 
 def test_assistant_turns_without_text_are_left_out_of_the_history() -> None:
-    conversation = conversation_of(
+    conversation = turn_of(
         messages(("user", "first"), ("assistant", None), ("assistant", [{"type": "refusal", "refusal": "No."}]))
         + messages(("user", "second"))
     )
@@ -90,7 +96,7 @@ def test_assistant_turns_without_text_are_left_out_of_the_history() -> None:
 )
 def test_unusable_messages_are_refused_naming_the_field(sent: list[tuple[str, Any]], param: str) -> None:
     with pytest.raises(InvalidMessages) as raised:
-        conversation_of(messages(*sent))
+        turn_of(messages(*sent))
     assert raised.value.param == param
     assert status_for(raised.value) == 400
 

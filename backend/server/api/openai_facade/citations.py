@@ -11,6 +11,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from urllib.parse import quote
 
+from backend.application.chat.chat_handler import ChatResult
 from backend.domain.conversation import Citation
 from backend.server.api.openai_facade.models import Annotation, UrlCitation
 
@@ -33,6 +34,11 @@ def annotations_for(
     cited = [_annotation(c, marker_span(content, n), True, kb_prefix, base_url) for n, c in enumerate(citations, 1)]
     end = (len(content), len(content))
     return cited + [_annotation(source, end, False, kb_prefix, base_url) for source in consulted]
+
+
+def result_annotations(result: ChatResult, base_url: str) -> list[Annotation]:
+    """The annotations of a whole answer."""
+    return annotations_for(result.answer, result.citations, result.consulted, result.route.kb_prefix, base_url)
 
 
 def _annotation(source: Citation, span: tuple[int, int], cited: bool, kb_prefix: str, base_url: str) -> Annotation:

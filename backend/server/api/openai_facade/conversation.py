@@ -1,4 +1,7 @@
-"""An OpenAI `messages` list as a chat turn: the question, the history before it, and the session it belongs to.
+"""A request's messages as a chat turn: the question, the history before it, and the session it belongs to.
+
+Both endpoints read their messages into `WireMessage`s (Chat Completions' `messages`, the Responses API's
+`input`), and from there a turn is read the same way:
 
 - The question is the last `user` message; the `user` and `assistant` messages before it are the history the
   model sees (the OpenAI API is stateless: the caller sends the conversation every time).
@@ -26,6 +29,17 @@ _CONVERSATION_ROLES = {"user": Role.USER, "assistant": Role.ASSISTANT}
 # user information (ENABLE_FORWARD_USER_INFO_HEADERS).
 SESSION_HEADERS = ("x-session-id", "x-openwebui-chat-id")
 DERIVED_SESSION_PREFIX = "oai-"
+_TEXT_PARTS = {"text": "text"}
+_ASSISTANT_PARTS = {"text": "text", "refusal": "refusal"}
+
+
+@dataclass(frozen=True, slots=True)
+class WireMessage:
+    """One message of a request: its role, its text, and where it is in the request (`messages[2]`)."""
+
+    role: str
+    text: str
+    param: str
 
 
 @dataclass(frozen=True, slots=True)
@@ -35,46 +49,57 @@ class Conversation:
     opening: str  # the first user message: it stays the same for every request of one conversation
 
 
-def message_text(message: ChatMessage, index: int) -> str:
-    content = message.content
+def content_text(content: str | Sequence[Mapping[str, Any]] | None, param: str, kinds: Mapping[str, str]) -> str:
+    """A message's text: its content string, or its parts joined with newlines. A part's `type` must be one of
+    `kinds`, which names the part's key that holds its text; any other part is refused, naming it."""
     if content is None:
         return ""  # an assistant message that only called tools
     if isinstance(content, str):
         return content
     texts: list[str] = []
-    for part_index, part in enumerate(content):
+    for index, part in enumerate(content):
         kind = part.get("type")
-        text = part.get("refusal") if kind == "refusal" and message.role == "assistant" else part.get("text")
-        if kind not in ("text", "refusal") or not isinstance(text, str):
+        text = part.get(kinds[kind]) if isinstance(kind, str) and kind in kinds else None
+        if not isinstance(text, str):
             raise InvalidMessages(
-                f"only text content is supported; messages[{index}].content[{part_index}] is {kind!r}",
-                param=f"messages[{index}].content[{part_index}]",
+                f"only text content is supported; {param}.content[{index}] is {kind!r}",
+                param=f"{param}.content[{index}]",
             )
         texts.append(text)
     return "\n".join(texts)
 
 
-def conversation_of(messages: Sequence[ChatMessage]) -> Conversation:
-    turns: list[tuple[int, Role, str]] = []
+def chat_messages(messages: Sequence[ChatMessage]) -> list[WireMessage]:
+    """Chat Completions' messages: `text` parts, and an assistant's `refusal` parts."""
+    wire = []
     for index, message in enumerate(messages):
-        text = message_text(message, index)  # every message is checked, used or not
+        param = f"messages[{index}]"
+        kinds = _ASSISTANT_PARTS if message.role == "assistant" else _TEXT_PARTS
+        wire.append(WireMessage(message.role, content_text(message.content, param, kinds), param))
+    return wire
+
+
+def conversation_of(messages: Sequence[WireMessage], field: str) -> Conversation:
+    """The turn of a request's messages (`field` names them in the request, for errors)."""
+    turns: list[tuple[WireMessage, Role]] = []
+    for message in messages:
         role = _CONVERSATION_ROLES.get(message.role)
         if role is not None:
-            turns.append((index, role, text))
-    users = [turn for turn in turns if turn[1] is Role.USER]
+            turns.append((message, role))
+    users = [message for message, role in turns if role is Role.USER]
     if not users:
-        raise InvalidMessages("messages must contain a user message", param="messages")
-    index, role, question = turns[-1]
+        raise InvalidMessages(f"{field} must contain a user message", param=field)
+    last, role = turns[-1]
     if role is not Role.USER:
         raise InvalidMessages(
             "the last user or assistant message must be the user's question; "
             "continuing an assistant message is not supported",
-            param=f"messages[{index}]",
+            param=last.param,
         )
-    if not question.strip():
-        raise InvalidMessages("the last user message has no text", param=f"messages[{index}].content")
-    history = tuple(Message(role, text) for _, role, text in turns[:-1] if text.strip())
-    return Conversation(question=question.strip(), history=history, opening=users[0][2].strip())
+    if not last.text.strip():
+        raise InvalidMessages("the last user message has no text", param=f"{last.param}.content")
+    history = tuple(Message(role, message.text) for message, role in turns[:-1] if message.text.strip())
+    return Conversation(question=last.text.strip(), history=history, opening=users[0].text.strip())
 
 
 def explicit_session_id(headers: Mapping[str, str], metadata: Mapping[str, Any] | None) -> str | None:

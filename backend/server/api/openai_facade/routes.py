@@ -6,24 +6,14 @@ A completion is an ordinary chat turn: it goes through the same use cases as /ap
 
 from __future__ import annotations
 
-import time
-from collections.abc import AsyncIterator
-from contextlib import aclosing
+from functools import partial
 
 from fastapi import APIRouter, Request, Response
 
-from backend.application.chat.inputs import ChatInput
-from backend.application.chat.turns import PreparedTurn
-from backend.application.services import ServiceContainer
-from backend.domain.context import RequestContext
 from backend.server.api.openai_facade.catalog import available_models, find_model
 from backend.server.api.openai_facade.chunks import CompletionChunks
-from backend.server.api.openai_facade.citations import annotations_for
-from backend.server.api.openai_facade.conversation import (
-    conversation_of,
-    derived_session_id,
-    explicit_session_id,
-)
+from backend.server.api.openai_facade.citations import result_annotations
+from backend.server.api.openai_facade.conversation import chat_messages
 from backend.server.api.openai_facade.models import (
     AssistantMessage,
     ChatCompletion,
@@ -33,9 +23,10 @@ from backend.server.api.openai_facade.models import (
     ModelCard,
     ModelList,
 )
+from backend.server.api.openai_facade.turn import answer, resolve_turn, stream
 from backend.server.api_responses import errors, sse_example, sse_response
 from backend.server.deps import ConfigDep, PrincipalDep, RequestIdDep, ServicesDep
-from backend.server.sse import EventStreamResponse, event_stream
+from backend.server.sse import EventStreamResponse
 
 router = APIRouter(prefix="/v1", tags=["openai"])
 
@@ -95,46 +86,29 @@ async def chat_completions(
     principal: PrincipalDep,
     request_id: RequestIdDep,
 ) -> ChatCompletion | EventStreamResponse:
-    model = find_model(await available_models(services), body.model)
-    conversation = conversation_of(body.messages)
-    # Credentials decide who is asking; `user` is OpenAI's end-user tag and only tells sessions apart.
-    user_id = principal.resolve_user(None)
-    session_id = explicit_session_id(request.headers, body.metadata) or derived_session_id(
-        user_id, model.id, body.user, conversation.opening
+    turn = await resolve_turn(
+        services,
+        request,
+        principal,
+        request_id,
+        model_id=body.model,
+        messages=partial(chat_messages, body.messages),
+        field="messages",
+        metadata=body.metadata,
+        end_user=body.user,
     )
-    context = RequestContext(request_id=request_id, user_id=user_id, session_id=session_id)
-    chat_input = ChatInput(
-        session_id=session_id,
-        message=conversation.question,
-        kb_prefix=model.kb_prefix,
-        agent_type=model.agent_type,
-        history=conversation.history,
-    )
-    headers = {"X-Request-ID": request_id, "X-Session-ID": session_id}
-    completion_id, created, base_url = f"chatcmpl-{request_id}", int(time.time()), str(request.base_url)
+    completion_id = f"chatcmpl-{request_id}"
     if body.stream:
-        # Validation and the user message happen before the stream opens: bad input is a plain 4xx.
-        turn = await services.stream.prepare(context, chat_input)
         include_usage = bool(body.stream_options and body.stream_options.include_usage)
-        chunks = CompletionChunks(completion_id, created, body.model, base_url, include_usage)
-        return event_stream(_frames(services, turn, chunks), config.sse_heartbeat_s, headers)
-    result = await services.chat.handle(context, chat_input)
-    response.headers.update(headers)
-    annotations = annotations_for(result.answer, result.citations, result.consulted, result.route.kb_prefix, base_url)
-    message = AssistantMessage(content=result.answer, annotations=annotations)
+        chunks = CompletionChunks(completion_id, turn.created, turn.model, turn.base_url, include_usage)
+        return await stream(services, turn, chunks, config.sse_heartbeat_s)
+    result = await answer(services, turn)
+    response.headers.update(turn.headers)
+    message = AssistantMessage(content=result.answer, annotations=result_annotations(result, turn.base_url))
     return ChatCompletion(
         id=completion_id,
-        created=created,
-        model=body.model,
+        created=turn.created,
+        model=turn.model,
         choices=[CompletionChoice(message=message)],
         usage=CompletionUsage.of(result.usage),
     )
-
-
-async def _frames(services: ServiceContainer, turn: PreparedTurn, chunks: CompletionChunks) -> AsyncIterator[bytes]:
-    # aclosing: when the client goes away, the use case's generator is closed now, not at GC time,
-    # so its partial answer is stored promptly.
-    async with aclosing(services.stream.events(turn)) as events:
-        async for event in events:
-            if frame := chunks.frame(event):
-                yield frame
