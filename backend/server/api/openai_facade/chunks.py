@@ -13,28 +13,16 @@ from typing import Any
 
 import orjson
 
-from backend.domain.conversation import Citation
-from backend.domain.events import (
-    CitationsEvent,
-    DoneEvent,
-    ErrorEvent,
-    ReasoningEvent,
-    RoutedEvent,
-    StartEvent,
-    StreamEvent,
-    TokenEvent,
-    UsageEvent,
-)
-from backend.domain.tokens import TokenUsage
-from backend.server.api.openai_facade.citations import annotations_for
+from backend.domain.events import DoneEvent, ErrorEvent, ReasoningEvent, StartEvent, StreamEvent, TokenEvent
 from backend.server.api.openai_facade.models import CompletionUsage
+from backend.server.api.openai_facade.streamed import StreamedAnswer
 from backend.server.errors import openai_error_body, status_for_code
 
 DONE_FRAME = b"data: [DONE]\n\n"
 
 
 class CompletionChunks:
-    """Encodes the events of one request; it remembers the route, citations, text and usage for the last chunks."""
+    """Encodes the events of one request; what the last chunks need is kept in a `StreamedAnswer`."""
 
     def __init__(
         self, completion_id: str, created: int, model: str, base_url: str, include_usage: bool = False
@@ -45,43 +33,33 @@ class CompletionChunks:
             "created": created,
             "model": model,
         }
-        self._base_url = base_url
+        self._answer = StreamedAnswer(base_url)
         self._include_usage = include_usage
         # A token frame is `prefix + JSON string + suffix`, built once: per token only the text is dumped.
         head = orjson.dumps(self._envelope)[:-1]
         self._token_prefix = b"data: " + head + b',"choices":[{"index":0,"delta":{"content":'
         usage = b',"usage":null' if include_usage else b""
         self._token_suffix = b'},"logprobs":null,"finish_reason":null}]' + usage + b"}\n\n"
-        self._text: list[str] = []
-        self._citations: tuple[Citation, ...] = ()
-        self._consulted: tuple[Citation, ...] = ()
-        self._kb_prefix = ""
-        self._usage: TokenUsage | None = None
-        self._failed = False
 
     def frame(self, event: StreamEvent) -> bytes:
         """The bytes to send for this event; empty when the event has no place in the protocol."""
         if type(event) is TokenEvent:  # most of a stream: the JSON of `_chunk({"content": text})`
-            self._text.append(event.text)
+            self._answer.pieces.append(event.text)
             return self._token_prefix + orjson.dumps(event.text) + self._token_suffix
+        self._answer.note(event)
         match event:
             case StartEvent():
                 return self._chunk({"role": "assistant", "content": ""})
             case ReasoningEvent(text=text):
                 # The field OpenAI-compatible reasoning models use; front ends show it apart from the answer.
                 return self._chunk({"reasoning_content": text})
-            case RoutedEvent(decision=decision):
-                self._kb_prefix = decision.kb_prefix
-            case CitationsEvent(citations=citations, consulted=consulted):
-                self._citations, self._consulted = citations, consulted
-            case UsageEvent(usage=usage):
-                self._usage = usage
             case ErrorEvent(message=message, code=code):
-                self._failed = True
                 body = openai_error_body(status_for_code(code), code, message)
                 return b"data: " + orjson.dumps(body) + b"\n\n"
+            case DoneEvent() if self._answer.error is not None:
+                return DONE_FRAME
             case DoneEvent():
-                return DONE_FRAME if self._failed else self._last_chunk() + self._usage_chunk() + DONE_FRAME
+                return self._last_chunk() + self._usage_chunk() + DONE_FRAME
         return b""
 
     def _chunk(self, delta: dict[str, Any], finish_reason: str | None = None) -> bytes:
@@ -95,9 +73,8 @@ class CompletionChunks:
         return b"data: " + orjson.dumps(chunk) + b"\n\n"
 
     def _usage_chunk(self) -> bytes:
-        return self._frame([], CompletionUsage.of(self._usage)) if self._include_usage else b""
+        return self._frame([], CompletionUsage.of(self._answer.usage)) if self._include_usage else b""
 
     def _last_chunk(self) -> bytes:
-        content = "".join(self._text)
-        annotations = annotations_for(content, self._citations, self._consulted, self._kb_prefix, self._base_url)
-        return self._chunk({"annotations": [a.model_dump() for a in annotations]}, finish_reason="stop")
+        annotations = [annotation.model_dump() for annotation in self._answer.annotations()]
+        return self._chunk({"annotations": annotations}, finish_reason="stop")
