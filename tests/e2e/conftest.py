@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+import openai
 import pytest
 
 from backend.bootstrap import GRAPH_DB, open_knowledge_service
@@ -54,6 +55,21 @@ async def client(server: LiveServer) -> AsyncIterator[httpx.AsyncClient]:
         yield http
 
 
+@pytest.fixture
+def http(client: httpx.AsyncClient) -> httpx.AsyncClient:
+    return client
+
+
+@pytest.fixture
+async def sdk(server: LiveServer) -> AsyncIterator[openai.AsyncOpenAI]:
+    """The `openai` SDK against the live server's OpenAI-compatible routes. No retries: every request in these
+    tests must be answered once, as sent."""
+    async with openai.AsyncOpenAI(
+        base_url=server.base_url + "/v1", api_key="unused-in-dev-mode", max_retries=0, timeout=20
+    ) as client:
+        yield client
+
+
 @pytest.fixture(params=["sqlite", pytest.param("postgres", marks=pytest.mark.postgres)])
 def history_store(request: pytest.FixtureRequest) -> dict[str, Any]:
     """Settings for each durable conversation store (Postgres: a fresh schema on the real server)."""
@@ -66,3 +82,18 @@ async def stored_messages(http: httpx.AsyncClient, session: str) -> list[dict[st
     response = await http.get(f"/api/v1/conversations/{session}/messages")
     assert response.status_code == 200, response.text
     return list(response.json()["messages"])
+
+
+async def stored_when(http: httpx.AsyncClient, session: str, count: int) -> list[dict[str, Any]]:
+    """The session's stored messages once there are `count` (a stream's answer is saved as it ends)."""
+    for _ in range(200):
+        response = await http.get(f"/api/v1/conversations/{session}/messages")
+        if response.status_code == 200 and len(response.json()["messages"]) >= count:
+            return list(response.json()["messages"])
+        await asyncio.sleep(0.025)
+    raise AssertionError(f"{session} never reached {count} messages")
+
+
+async def orchard_titles(http: httpx.AsyncClient) -> set[str]:
+    documents = (await http.get("/api/v1/kbs/orchard/documents")).json()["documents"]
+    return {document["title"] for document in documents}

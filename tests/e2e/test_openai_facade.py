@@ -4,10 +4,8 @@ OpenAI's shape. The server runs the real stack with the orchard sample KB and th
 
 from __future__ import annotations
 
-import asyncio
 import time
 import uuid
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -16,6 +14,7 @@ import openai
 import pytest
 
 from backend.domain.tokens import estimate_tokens
+from tests.e2e.conftest import orchard_titles, stored_when
 from tests.support.live_server import LiveServer, live_server, llm_settings, make_settings
 from tests.support.scripted_llm import Reply, ScriptedLLM
 
@@ -23,35 +22,6 @@ FOUNDED = "When was Wrenfield Orchard founded, and by whom?"
 REPORTED = {"prompt_tokens": 321, "completion_tokens": 6, "total_tokens": 327}  # what the scripted model reports
 USAGE_ON: Any = {"include_usage": True}
 WHO_RUNS = "Who runs it today?"
-
-
-@pytest.fixture
-def http(client: httpx.AsyncClient) -> httpx.AsyncClient:
-    return client
-
-
-@pytest.fixture
-async def sdk(server: LiveServer) -> AsyncIterator[openai.AsyncOpenAI]:
-    # No retries: every request in these tests must be answered once, as sent.
-    async with openai.AsyncOpenAI(
-        base_url=server.base_url + "/v1", api_key="unused-in-dev-mode", max_retries=0, timeout=20
-    ) as client:
-        yield client
-
-
-async def stored(http: httpx.AsyncClient, session: str, count: int) -> list[dict[str, Any]]:
-    """The session's stored messages once there are `count` (a stream's answer is saved as it ends)."""
-    for _ in range(200):
-        response = await http.get(f"/api/v1/conversations/{session}/messages")
-        if response.status_code == 200 and len(response.json()["messages"]) >= count:
-            return list(response.json()["messages"])
-        await asyncio.sleep(0.025)
-    raise AssertionError(f"{session} never reached {count} messages")
-
-
-async def orchard_titles(http: httpx.AsyncClient) -> set[str]:
-    documents = (await http.get("/api/v1/kbs/orchard/documents")).json()["documents"]
-    return {document["title"] for document in documents}
 
 
 def annotations_of(container: Any) -> list[dict[str, Any]]:
@@ -124,7 +94,7 @@ async def test_a_completion_returns_the_answer_with_citations_as_url_annotations
     prompt = scripted_llm.requests[0]["messages"][-1]["content"]
     assert f"[1] {first['title']}" in prompt and prompt.endswith(f"Question: {FOUNDED}")
 
-    messages = await stored(http, raw.headers["x-session-id"], 2)
+    messages = await stored_when(http, raw.headers["x-session-id"], 2)
     assert [(m["role"], m["content"], m["completed"]) for m in messages] == [
         ("user", FOUNDED, True),
         ("assistant", answer, True),
@@ -179,7 +149,7 @@ async def test_a_stream_sends_one_chunk_per_token_as_it_arrives_then_annotations
     assert answer[annotations[0]["url_citation"]["start_index"] : annotations[0]["url_citation"]["end_index"]] == "[1]"
     assert [a["url_citation"]["cited"] for a in annotations] == [True] + [False] * (len(annotations) - 1)
 
-    messages = await stored(http, session, 2)
+    messages = await stored_when(http, session, 2)
     assert [(m["role"], m["content"], m["completed"]) for m in messages] == [
         ("user", FOUNDED, True),
         ("assistant", answer, True),
@@ -259,7 +229,7 @@ async def test_continuity_comes_from_the_request_and_both_turns_share_one_sessio
 
     session = first.headers["x-session-id"]
     assert second.headers["x-session-id"] == session
-    messages = await stored(http, session, 4)
+    messages = await stored_when(http, session, 4)
     assert [(m["role"], m["content"]) for m in messages] == [
         ("user", FOUNDED),
         ("assistant", "Ada Wren founded it."),
@@ -303,7 +273,7 @@ async def test_a_client_leaving_mid_stream_stops_the_model_and_keeps_the_partial
             if tokens == 3:
                 break
     assert await scripted_llm.wait_outcome(0, within_s=5) == "disconnected"
-    messages = await stored(http, session, 2)
+    messages = await stored_when(http, session, 2)
     assert messages[1]["completed"] is False
     assert messages[1]["content"].startswith("t0 t1 t2 ") and len(messages[1]["content"].split()) < 40
 
@@ -316,7 +286,7 @@ async def test_metadata_names_the_session(
     await sdk.chat.completions.create(
         model="general", messages=[{"role": "user", "content": "hello"}], metadata={"session_id": session}
     )
-    assert [m["content"] for m in await stored(http, session, 2)] == ["hello", "fine"]
+    assert [m["content"] for m in await stored_when(http, session, 2)] == ["hello", "fine"]
 
 
 async def test_without_a_model_the_extractive_answer_counts_the_question_and_the_sources_it_read(
@@ -419,7 +389,7 @@ async def test_a_model_failure_mid_stream_raises_in_the_sdk_and_keeps_the_partia
     assert (raised.value.code, raised.value.type) == ("model_error", "server_error")
     assert "model" in raised.value.message
     assert "".join(received) == "Founded in" and "stop" not in finishes
-    messages = await stored(http, session, 2)
+    messages = await stored_when(http, session, 2)
     assert (messages[1]["role"], messages[1]["content"], messages[1]["completed"]) == ("assistant", "Founded in", False)
 
 
@@ -434,7 +404,7 @@ async def test_a_model_failure_without_streaming_is_a_server_error_and_is_record
         )
     assert raised.value.status_code == 502
     assert (raised.value.type, raised.value.code) == ("server_error", "model_error")
-    messages = await stored(http, session, 2)
+    messages = await stored_when(http, session, 2)
     assert (messages[1]["role"], messages[1]["completed"]) == ("assistant", False)
 
 
