@@ -26,6 +26,7 @@ from pydantic import TypeAdapter
 
 from backend.server.agui.wire import AguiEvent
 from backend.server.api.openai_facade.models import ChatCompletionChunk
+from backend.server.api.openai_facade.response_models import ResponseStreamEvent
 from backend.server.api_responses import HEADERS, OPENAI_VALIDATION_TEXT, REF, REQUEST_ID_HEADER, STATUS_TEXT
 from backend.server.config import ServerConfig
 from backend.server.deps import get_admin, get_principal, get_services
@@ -35,7 +36,7 @@ from backend.server.models.knowledge import IngestRequest
 from backend.server.models.stream_events import ChatStreamEvent
 from backend.server.rate_limit import is_limited
 
-CHAT_TURN_BODIES = ("ChatRequest", "ChatCompletionRequest", "RunAgentInput")
+CHAT_TURN_BODIES = ("ChatRequest", "ChatCompletionRequest", "ResponseRequest", "RunAgentInput")
 FASTAPI_VALIDATION_SCHEMAS = ("HTTPValidationError", "ValidationError")
 # Bodies a route describes by hand (`openapi_extra`) and refers to as components: FastAPI does not collect them.
 HAND_DESCRIBED_BODIES: dict[str, Any] = {"IngestRequest": IngestRequest}
@@ -44,6 +45,7 @@ STREAM_EVENTS: dict[str, Any] = {
     "ChatStreamEvent": ChatStreamEvent,
     "AguiEvent": AguiEvent,
     "ChatCompletionStreamData": ChatCompletionChunk | OpenAIErrorResponse,
+    "ResponseStreamData": ResponseStreamEvent,
 }
 
 

@@ -47,9 +47,12 @@ def errors(*statuses: int) -> dict[int | str, dict[str, Any]]:
     return {status: {"description": STATUS_TEXT[status]} for status in statuses}
 
 
-def sse_response(description: str, event_schema: str, example: str, last_data: str | None = None) -> dict[str, Any]:
+def sse_response(
+    description: str, event_schema: str, example: str, last_data: str | None = None, named: bool = False
+) -> dict[str, Any]:
     """A `text/event-stream` response whose `data:` lines are JSON described by the component `event_schema`
-    (FastAPI's own way of describing a stream: one item per event), and maybe a last line that is not JSON."""
+    (FastAPI's own way of describing a stream: one item per event), and maybe a last line that is not JSON;
+    `named`: each event also has an `event:` line, the `type` of its data."""
     data: dict[str, Any] = {
         "type": "string",
         "contentMediaType": "application/json",
@@ -57,11 +60,20 @@ def sse_response(description: str, event_schema: str, example: str, last_data: s
     }
     if last_data is not None:
         data = {"anyOf": [data, {"const": last_data}]}
-    item = {"type": "object", "required": ["data"], "properties": {"data": data}}
+    item: dict[str, Any] = {"type": "object", "required": ["data"], "properties": {"data": data}}
+    if named:
+        item["required"] = ["event", "data"]
+        item["properties"] = {"event": {"type": "string", "description": "the `type` of its data"}, "data": data}
     return {"description": description, "content": {"text/event-stream": {"itemSchema": item, "example": example}}}
 
 
-def sse_example(*events: Mapping[str, Any], common: Mapping[str, Any] | None = None, last_data: str = "") -> str:
-    """A stream as it is sent: one `data:` line per event (each with the `common` fields), maybe a last line."""
-    lines = [json.dumps({**event, **(common or {})}, separators=(",", ":")) for event in events]
-    return "".join(f"data: {line}\n\n" for line in [*lines, *([last_data] if last_data else [])])
+def sse_example(
+    *events: Mapping[str, Any], common: Mapping[str, Any] | None = None, last_data: str = "", named: bool = False
+) -> str:
+    """A stream as it is sent: one `data:` line per event (each with the `common` fields, and with `named` after an
+    `event:` line of its `type`), maybe a last line."""
+    frames = []
+    for event in events:
+        data = json.dumps({**event, **(common or {})}, separators=(",", ":"))
+        frames.append(f"event: {event['type']}\ndata: {data}\n\n" if named else f"data: {data}\n\n")
+    return "".join(frames) + (f"data: {last_data}\n\n" if last_data else "")

@@ -42,6 +42,7 @@ VALID_BODIES: dict[str, Any] = {
     "/api/v1/kbs/{kb_prefix}/retrieve": {"query": "cider"},
     "/api/v1/agui": {**RUN, "messages": [{"id": "m1", "role": "user", "content": QUESTION}], "forwardedProps": {}},
     "/v1/chat/completions": {"model": "no/such-model", "messages": [{"role": "user", "content": QUESTION}]},
+    "/v1/responses": {"model": "no/such-model", "input": QUESTION},
 }
 VALID_BODIES["/api/v1/agui/{kb_prefix}"] = VALID_BODIES["/api/v1/agui/{kb_prefix}/{agent_type}"] = VALID_BODIES[
     "/api/v1/agui"
@@ -174,6 +175,7 @@ async def test_malformed_and_invalid_requests_answer_the_documented_validation_e
     await errors.expect(400, history, "/api/v1/conversations/not%20a%20session/messages", headers=admin)
     assert errors.documenting(400) == errors.provoked(400) and errors.documenting(422) == errors.provoked(422)
     assert "422" not in errors.documented(("POST", "/v1/chat/completions"))
+    assert "422" not in errors.documented(("POST", "/v1/responses"))
 
 
 async def test_unknown_resources_answer_the_documented_404(errors: DocumentedErrors) -> None:

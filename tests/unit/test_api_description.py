@@ -20,6 +20,7 @@ from backend.domain.events import (
 from backend.domain.tokens import TokenUsage
 from backend.server.agui.translator import AguiTranslator
 from backend.server.api.openai_facade.chunks import CompletionChunks
+from backend.server.api.openai_facade.responses import ResponseEnvelope, ResponseEvents
 from backend.server.app import create_app
 from backend.server.config import ServerConfig
 from backend.server.models.knowledge import RetrieveRequest
@@ -114,9 +115,9 @@ def test_documented_limits_are_the_configured_ones() -> None:
         limit = "90000" if path == "/api/v1/kbs/{kb_prefix}/documents" else "5000"
         assert f"At most {limit} bytes" in operation["requestBody"]["description"], (method, path)
         assert f"larger than {limit} bytes" in operation["responses"]["413"]["description"], (method, path)
-        chat_turn = path.startswith(("/api/v1/chat", "/api/v1/agui", "/v1/chat"))
+        chat_turn = path.startswith(("/api/v1/chat", "/api/v1/agui", "/v1/chat", "/v1/responses"))
         assert ("at most 1234 characters" in operation["requestBody"]["description"]) == chat_turn, (method, path)
-    assert bodies == 11
+    assert bodies == 12
 
 
 def test_agent_types_are_listed_and_an_unknown_one_is_still_left_to_the_use_case() -> None:
@@ -143,6 +144,7 @@ STREAMS = {
     "/api/v1/agui/{kb_prefix}": "AguiEvent",
     "/api/v1/agui/{kb_prefix}/{agent_type}": "AguiEvent",
     "/v1/chat/completions": "ChatCompletionStreamData",
+    "/v1/responses": "ResponseStreamData",
 }
 
 
@@ -162,6 +164,17 @@ def test_every_stream_is_described_with_its_event_schema_and_a_true_example() ->
 def frames_data(frames: list[bytes]) -> list[Any]:
     lines = [frame.removeprefix(b"data: ") for frame in b"".join(frames).split(b"\n\n") if frame]
     return [orjson.loads(line) for line in lines if line != b"[DONE]"]
+
+
+def named_frames_data(frames: list[bytes]) -> list[Any]:
+    """The data of `event: {type}` + `data: {json}` frames, each checked to be named by its data's type."""
+    data = []
+    for frame in b"".join(frames).split(b"\n\n"):
+        if frame:
+            name, line = frame.split(b"\n")
+            data.append(orjson.loads(line.removeprefix(b"data: ")))
+            assert name == b"event: " + data[-1]["type"].encode()
+    return data
 
 
 def test_what_each_stream_sends_matches_its_documented_event_schema() -> None:
@@ -187,7 +200,21 @@ def test_what_each_stream_sends_matches_its_documented_event_schema() -> None:
         chunks = CompletionChunks("chatcmpl-1", 1795650000, "orchard/hybrid_agent", "http://localhost/", include_usage)
         facade += frames_data([chunks.frame(event) for event in sent])
     assert facade[-1]["usage"]["total_tokens"] == USAGE.total_tokens and facade[-1]["choices"] == []
-    for name, sent in (("ChatStreamEvent", rest), ("AguiEvent", agui), ("ChatCompletionStreamData", facade)):
+    responses = []
+    for sent in (events, [*finished[:-1], UsageEvent(USAGE), done]):  # failed, finished
+        encoder = ResponseEvents(ResponseEnvelope("r1", 1795650000, "orchard/hybrid_agent"), "http://localhost/")
+        responses += named_frames_data([encoder.frame(event) for event in sent])
+    assert [r["type"] for r in responses if r["type"].startswith("response.") and "response" in r] == [
+        *("response.created", "response.in_progress", "response.failed"),
+        *("response.created", "response.in_progress", "response.completed"),
+    ]
+    sent_by_stream = (
+        ("ChatStreamEvent", rest),
+        ("AguiEvent", agui),
+        ("ChatCompletionStreamData", facade),
+        ("ResponseStreamData", responses),
+    )
+    for name, sent in sent_by_stream:
         assert len(sent) > 5
         invalid = [event for event in sent if not schemas[name].is_valid(event)]
         assert invalid == [], name
@@ -222,4 +249,4 @@ def test_every_json_request_body_has_examples_that_its_schema_accepts() -> None:
         body = validator(description, media["schema"])
         assert all(body.is_valid(example) for example in examples), (method, path)
         checked += 1
-    assert checked == 11
+    assert checked == 12

@@ -35,6 +35,7 @@ from backend.server.api.openai_facade.conversation import (
     conversation_of,
     derived_session_id,
     explicit_session_id,
+    input_messages,
 )
 from backend.server.api.openai_facade.errors import InvalidMessages, InvalidMetadata, ModelNotFound
 from backend.server.api.openai_facade.models import ChatMessage
@@ -99,6 +100,33 @@ def test_unusable_messages_are_refused_naming_the_field(sent: list[tuple[str, An
         turn_of(messages(*sent))
     assert raised.value.param == param
     assert status_for(raised.value) == 400
+
+
+def test_responses_input_is_a_question_or_message_items_read_like_chat_messages() -> None:
+    assert conversation_of(input_messages("  When was it founded? "), "input").question == "When was it founded?"
+    items: list[dict[str, Any]] = [
+        {"type": "message", "role": "developer", "content": "Talk like a pirate."},
+        {"role": "user", "content": [{"type": "input_text", "text": "When was the orchard founded?"}]},
+        {"type": "reasoning", "id": "rs_1", "summary": []},
+        {
+            "type": "message",
+            "id": "msg_1",
+            "role": "assistant",
+            "status": "completed",
+            "content": [{"type": "output_text", "text": "In 1921 [1].", "annotations": [{"type": "url_citation"}]}],
+        },
+        {"type": "function_call_output", "call_id": "c1", "output": "ignored"},
+        {"role": "user", "content": "And by whom?"},
+    ]
+    conversation = conversation_of(input_messages(items), "input")
+    assert conversation.question == "And by whom?"
+    assert conversation.history == (
+        Message(Role.USER, "When was the orchard founded?"),
+        Message(Role.ASSISTANT, "In 1921 [1]."),
+    )
+    with pytest.raises(InvalidMessages) as raised:  # output_text is what an assistant wrote, not a user
+        input_messages([{"role": "user", "content": [{"type": "output_text", "text": "x", "annotations": []}]}])
+    assert raised.value.param == "input[0].content[0]"
 
 
 def test_unknown_request_fields_are_accepted() -> None:

@@ -1,4 +1,5 @@
-"""The OpenAI-compatible facade: GET /v1/models, POST /v1/chat/completions (docs/protocols/openai.md)."""
+"""The OpenAI-compatible facade: GET /v1/models, POST /v1/chat/completions and POST /v1/responses
+(docs/protocols/openai.md)."""
 
 from __future__ import annotations
 

@@ -31,6 +31,13 @@ SESSION_HEADERS = ("x-session-id", "x-openwebui-chat-id")
 DERIVED_SESSION_PREFIX = "oai-"
 _TEXT_PARTS = {"text": "text"}
 _ASSISTANT_PARTS = {"text": "text", "refusal": "refusal"}
+# The Responses API's input: a message's own parts, and an assistant message's (as the API returned it, or as the
+# caller wrote it); items other than messages that carry no text for this service are skipped, as tool messages
+# are on chat completions.
+_INPUT_ROLES = frozenset({"user", "assistant", "system", "developer"})
+_INPUT_PARTS = {"input_text": "text"}
+_INPUT_ASSISTANT_PARTS = {"input_text": "text", "output_text": "text", "refusal": "refusal"}
+_SKIPPED_ITEMS = frozenset({"reasoning", "function_call", "function_call_output"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -77,6 +84,36 @@ def chat_messages(messages: Sequence[ChatMessage]) -> list[WireMessage]:
         kinds = _ASSISTANT_PARTS if message.role == "assistant" else _TEXT_PARTS
         wire.append(WireMessage(message.role, content_text(message.content, param, kinds), param))
     return wire
+
+
+def input_messages(given: str | Sequence[Mapping[str, Any]]) -> list[WireMessage]:
+    """The Responses API's `input`: a string is the question; a list holds message items (`type: "message"`, which
+    may be left out) and maybe reasoning or tool-call items, which are skipped. Anything else is refused, naming it:
+    this service keeps no items, so an `item_reference` has nothing to refer to."""
+    if isinstance(given, str):
+        if not given.strip():
+            raise InvalidMessages("input has no text", param="input")
+        return [WireMessage("user", given, "input")]
+    wire = []
+    for index, item in enumerate(given):
+        param, kind = f"input[{index}]", item.get("type", "message")
+        if kind in _SKIPPED_ITEMS:
+            continue
+        if kind != "message":
+            raise InvalidMessages(f"only message items are supported; {param} is {kind!r}", param=f"{param}.type")
+        role = item.get("role")
+        if role not in _INPUT_ROLES:
+            raise InvalidMessages(f"{param}.role must be one of {sorted(_INPUT_ROLES)}", param=f"{param}.role")
+        kinds = _INPUT_ASSISTANT_PARTS if role == "assistant" else _INPUT_PARTS
+        wire.append(WireMessage(role, content_text(_content(item, param), param, kinds), param))
+    return wire
+
+
+def _content(item: Mapping[str, Any], param: str) -> str | Sequence[Mapping[str, Any]]:
+    content = item.get("content")
+    if isinstance(content, str) or (isinstance(content, list) and all(isinstance(p, dict) for p in content)):
+        return content
+    raise InvalidMessages(f"{param}.content must be a string or a list of content parts", param=f"{param}.content")
 
 
 def conversation_of(messages: Sequence[WireMessage], field: str) -> Conversation:

@@ -28,3 +28,11 @@ class InvalidMetadata(InvalidRequest):
     def __init__(self, message: str, param: str) -> None:
         super().__init__(message)
         self.param = param
+
+
+class UnsupportedParameter(InvalidRequest):
+    code = "unsupported_parameter"
+
+    def __init__(self, message: str, param: str) -> None:
+        super().__init__(message)
+        self.param = param

@@ -1,6 +1,7 @@
-"""GET /v1/models, GET /v1/models/{id} and POST /v1/chat/completions (docs/protocols/openai.md).
+"""GET /v1/models, GET /v1/models/{id}, POST /v1/chat/completions and POST /v1/responses
+(docs/protocols/openai.md).
 
-A completion is an ordinary chat turn: it goes through the same use cases as /api/v1/chat and
+A completion, like a response, is an ordinary chat turn: it goes through the same use cases as /api/v1/chat and
 /api/v1/chat/stream, is stored under a session, and only its wire format differs.
 """
 
@@ -13,7 +14,8 @@ from fastapi import APIRouter, Request, Response
 from backend.server.api.openai_facade.catalog import available_models, find_model
 from backend.server.api.openai_facade.chunks import CompletionChunks
 from backend.server.api.openai_facade.citations import result_annotations
-from backend.server.api.openai_facade.conversation import chat_messages
+from backend.server.api.openai_facade.conversation import chat_messages, input_messages
+from backend.server.api.openai_facade.errors import UnsupportedParameter
 from backend.server.api.openai_facade.models import (
     AssistantMessage,
     ChatCompletion,
@@ -23,6 +25,8 @@ from backend.server.api.openai_facade.models import (
     ModelCard,
     ModelList,
 )
+from backend.server.api.openai_facade.response_models import ResponseObject, ResponseRequest
+from backend.server.api.openai_facade.responses import ResponseEnvelope, ResponseEvents
 from backend.server.api.openai_facade.turn import answer, resolve_turn, stream
 from backend.server.api_responses import errors, sse_example, sse_response
 from backend.server.deps import ConfigDep, PrincipalDep, RequestIdDep, ServicesDep
@@ -47,6 +51,42 @@ STREAM_EXAMPLE = sse_example(
     },
     last_data="[DONE]",
 )
+
+RESPONSE_STREAM_EXAMPLE = sse_example(
+    {
+        "type": "response.output_text.delta",
+        "item_id": "msg_6f0c9a2e41d7",
+        "output_index": 0,
+        "content_index": 0,
+        "delta": "Wrenfield Orchard presses its cider in October [1].",
+        "logprobs": [],
+        "sequence_number": 4,
+    },
+    {
+        "type": "response.output_text.annotation.added",
+        "item_id": "msg_6f0c9a2e41d7",
+        "output_index": 0,
+        "content_index": 0,
+        "annotation_index": 0,
+        "annotation": {
+            "type": "url_citation",
+            "url": "http://localhost:8000/api/v1/kbs/orchard/documents/d1",
+            "title": "How Wrenfield Cider Is Made",
+            "start_index": 47,
+            "end_index": 50,
+            "snippet": "The apples are pressed in October.",
+            "doc_id": "d1",
+            "chunk_id": "c1",
+            "cited": True,
+        },
+        "sequence_number": 5,
+    },
+    named=True,
+)
+STATEFUL = {
+    "previous_response_id": "previous responses are not kept; send the whole conversation in `input`",
+    "conversation": "conversations are not kept as objects; send the whole conversation in `input`",
+}
 
 
 @router.get("/models", response_model=ModelList)
@@ -112,3 +152,49 @@ async def chat_completions(
         choices=[CompletionChoice(message=message)],
         usage=CompletionUsage.of(result.usage),
     )
+
+
+@router.post(
+    "/responses",
+    response_model=ResponseObject,
+    responses={
+        200: sse_response(
+            "The response; with `stream: true`, the Responses API's events, each as an `event:` line (its type) and "
+            "a `data:` line, ending with `response.completed` (or `response.failed` after an error).",
+            "ResponseStreamData",
+            RESPONSE_STREAM_EXAMPLE,
+            named=True,
+        ),
+        **errors(404, 409, 501, 502, 504),
+    },
+)
+async def responses(
+    body: ResponseRequest,
+    request: Request,
+    response: Response,
+    services: ServicesDep,
+    config: ConfigDep,
+    principal: PrincipalDep,
+    request_id: RequestIdDep,
+) -> ResponseObject | EventStreamResponse:
+    for name, why in STATEFUL.items():
+        if getattr(body, name) is not None:
+            raise UnsupportedParameter(f"{name} is not supported: {why}", param=name)
+    turn = await resolve_turn(
+        services,
+        request,
+        principal,
+        request_id,
+        model_id=body.model,
+        messages=partial(input_messages, body.input),
+        field="input",
+        metadata=body.metadata,
+        end_user=body.user,
+    )
+    envelope = ResponseEnvelope(request_id, turn.created, turn.model, body.metadata or {})
+    if body.stream:
+        return await stream(services, turn, ResponseEvents(envelope, turn.base_url), config.sse_heartbeat_s)
+    result = await answer(services, turn)
+    response.headers.update(turn.headers)
+    message = envelope.message("completed", result.answer, result_annotations(result, turn.base_url))
+    return envelope.response("completed", [message], result.usage)
