@@ -39,6 +39,8 @@ from backend.server.api.openai_facade.conversation import (
 )
 from backend.server.api.openai_facade.errors import InvalidMessages, InvalidMetadata, ModelNotFound
 from backend.server.api.openai_facade.models import ChatMessage
+from backend.server.api.openai_facade.response_models import OutputTextDeltaEvent
+from backend.server.api.openai_facade.responses import ResponseEnvelope, ResponseEvents
 from backend.server.errors import openai_error_body, openai_error_type, status_for, status_for_code
 
 BASE = "http://testserver/"
@@ -346,6 +348,84 @@ def test_an_error_is_an_openai_error_frame_then_done_without_a_stop_chunk() -> N
     }
     assert sent[3:] == ["[DONE]"]
     assert all(c == "[DONE]" or "error" in c or c["choices"][0]["finish_reason"] is None for c in sent)
+
+
+def named(frames: bytes) -> list[tuple[str, Any]]:
+    assert frames.endswith(b"\n\n") and b"\r" not in frames
+    pairs = [frame.split(b"\n") for frame in frames.split(b"\n\n") if frame]
+    return [
+        (name.removeprefix(b"event: ").decode(), orjson.loads(data.removeprefix(b"data: "))) for name, data in pairs
+    ]
+
+
+def test_a_responses_stream_opens_the_message_sends_each_delta_then_the_sources_and_completes() -> None:
+    encoder = ResponseEvents(ResponseEnvelope("r1", 1700000000, "orchard/naive_rag_agent"), BASE)
+    events = [
+        StartEvent(),
+        routed(),
+        ReasoningEvent("thinking"),  # no place in this stream
+        TokenEvent("Founded"),
+        TokenEvent(' in "1921" [1].'),
+        UsageEvent(TokenUsage(200, 6)),
+        CitationsEvent((VISITING,), (HISTORY,)),
+        DoneEvent("m-1"),
+    ]
+    sent = named(b"".join(encoder.frame(event) for event in events))
+    assert all(name == data["type"] for name, data in sent)
+    assert [data["sequence_number"] for _, data in sent] == list(range(len(sent)))
+    assert [name for name, _ in sent] == [
+        "response.created",
+        "response.in_progress",
+        "response.output_item.added",
+        "response.content_part.added",
+        "response.output_text.delta",
+        "response.output_text.delta",
+        "response.output_text.annotation.added",
+        "response.output_text.annotation.added",
+        "response.output_text.done",
+        "response.content_part.done",
+        "response.output_item.done",
+        "response.completed",
+    ]
+    delta = OutputTextDeltaEvent(
+        type="response.output_text.delta",
+        sequence_number=5,
+        item_id="msg_r1",
+        output_index=0,
+        content_index=0,
+        delta=' in "1921" [1].',
+        logprobs=[],
+    )
+    assert sent[5][1] == delta.model_dump()  # the hand-built frame is the model's JSON
+    text = 'Founded in "1921" [1].'
+    cited, consulted = (data["annotation"] for _, data in sent[6:8])
+    assert (cited["title"], cited["cited"], text[cited["start_index"] : cited["end_index"]]) == (
+        "Visiting Wrenfield",
+        True,
+        "[1]",
+    )
+    assert (consulted["cited"], consulted["start_index"]) == (False, len(text))
+    response = sent[-1][1]["response"]
+    assert (response["id"], response["status"], response["usage"]) == (
+        "resp_r1",
+        "completed",
+        {"input_tokens": 200, "output_tokens": 6, "total_tokens": 206},
+    )
+    assert response["output"][0]["content"][0]["text"] == text == sent[8][1]["text"]
+    assert response["output"][0]["content"][0]["annotations"] == [cited, consulted]
+
+
+def test_a_responses_stream_that_fails_ends_with_response_failed_holding_the_text_so_far() -> None:
+    encoder = ResponseEvents(ResponseEnvelope("r1", 1, "auto"), BASE)
+    events = [StartEvent(), TokenEvent("Founded"), ErrorEvent("the language model failed", "model_error")]
+    sent = named(b"".join(encoder.frame(event) for event in [*events, DoneEvent(None)]))
+    assert [name for name, _ in sent][-2:] == ["response.output_text.delta", "response.failed"]
+    response = sent[-1][1]["response"]
+    assert (response["status"], response["error"]) == (
+        "failed",
+        {"code": "model_error", "message": "the language model failed"},
+    )
+    assert (response["output"][0]["status"], response["output"][0]["content"][0]["text"]) == ("incomplete", "Founded")
 
 
 # -- the error mapping ------------------------------------------------------------------------------

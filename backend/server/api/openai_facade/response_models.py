@@ -127,6 +127,7 @@ class ResponseObject(BaseModel):
 
 
 class _StreamEvent(BaseModel):
+    type: str  # each event's own literal; first in its JSON, as OpenAI sends it
     sequence_number: int = Field(ge=0, description="0, 1, 2, ... in order")
 
 

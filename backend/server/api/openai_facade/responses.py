@@ -93,17 +93,18 @@ class ResponseEvents:
         self._answer = StreamedAnswer(base_url)
         self._sequence = 0
         self._place = {"item_id": envelope.item_id, "output_index": 0, "content_index": 0}
-        # A delta frame is `prefix + JSON string + middle + sequence number + "}"`: per token only the text is dumped.
-        head = orjson.dumps({"type": "response.output_text.delta", **self._place})[:-1]
-        self._delta_prefix = b"event: response.output_text.delta\ndata: " + head + b',"delta":'
-        self._delta_middle = b',"logprobs":[],"sequence_number":'
+        # A delta frame is `head + sequence number + middle + JSON string + tail`, built once: per token only the
+        # text is dumped.
+        kind = "response.output_text.delta"
+        self._delta_head = b"event: " + kind.encode() + b'\ndata: {"type":"' + kind.encode() + b'","sequence_number":'
+        self._delta_middle = b"," + orjson.dumps(self._place)[1:-1] + b',"delta":'
 
     def frame(self, event: StreamEvent) -> bytes:
         """The bytes to send for this event; empty when the event has no place in the protocol."""
         if type(event) is TokenEvent:  # most of a stream: the JSON of an `OutputTextDeltaEvent`
             self._answer.pieces.append(event.text)
-            number = self._next()
-            return self._delta_prefix + orjson.dumps(event.text) + self._delta_middle + b"%d}\n\n" % number
+            number = b"%d" % self._next()
+            return self._delta_head + number + self._delta_middle + orjson.dumps(event.text) + b',"logprobs":[]}\n\n'
         self._answer.note(event)
         match event:
             case StartEvent():
