@@ -269,6 +269,17 @@ async def test_chat_openai_stream_surfaces_the_text_as_it_comes_then_the_annotat
     assert (whole.usage_metadata["input_tokens"], whole.usage_metadata["output_tokens"]) == (734, 9)
 
 
+async def test_chat_openai_raises_a_response_that_failed_mid_stream(
+    langchain: ChatOpenAI, scripted_llm: ScriptedLLM
+) -> None:
+    scripted_llm.script(Reply(tokens=["Founded", " in", " 19", "21"], drop_after=2))
+    received: list[str] = []
+    with pytest.raises(ValueError, match="model_error"):
+        async for chunk in langchain.astream(FOUNDED):
+            received.append(chunk.text)
+    assert "".join(received) == "Founded in"
+
+
 # -- without a model, and counted usage ------------------------------------------------------------
 
 
