@@ -414,3 +414,18 @@ def test_a_chinese_sentence_with_a_question_term_not_yet_quoted_goes_before_one_
     )
     answer = body(compose_extractive_answer("红斑鲷有什么习性？", [chunk(text)]))
     assert "成鱼习性为夜间觅食" in answer
+
+
+def test_a_sentence_is_about_its_documents_title_where_it_leaves_the_name_out() -> None:
+    items = [
+        chunk("Margit Solberg joined the orchard in 1990 and ran the mill for twenty years.", "History of Wrenfield"),
+        chunk("Born in Bergen. Learnt to make cider in Normandy before she came to England.", "Margit Solberg"),
+    ]
+    answer = body(compose_extractive_answer("Where did Margit Solberg learn to make cider?", items))
+    assert answer.startswith("Learnt to make cider in Normandy")
+
+
+def test_a_chinese_term_counts_a_little_by_its_characters() -> None:
+    text = "明代张溥有《唐文粹删》，清代王士祯有《唐文粹诗选》。宋代姚铉编。"
+    answer = body(compose_extractive_answer("《唐文粹》是由谁编著的？", [chunk(text, "唐文粹")]))
+    assert answer.startswith("宋代姚铉编。")

@@ -4,25 +4,32 @@ It quotes the sentence or sentences of the retrieved chunks that answer the ques
 number of its source, and says plainly that the answer is extractive. Only chunk text is quoted: entity,
 relationship and community results are the graph's own summaries, not the documents' words.
 
-A sentence scores by the question terms it holds (rarer terms weigh more; terms of its heading and of the sentences
-before it in the same paragraph or list item count for less, so "Strength 7.2% ABV." under "Old Tobias" is about Old
-Tobias, and so do those of the chat message it replies to when that one asks ("Any good gym near you?" "Try
-FitZone.") and of the date stamp above it ("Time: 20260930_16:00"); a chat message's speaker counts as a term of
-each of its sentences; a compound word the evidence never uses counts by its two words, "beehives" by "bee" and
-"hive") and by whether it holds an answer of the kind the question asks for (a person, a date, a place, a number:
-`extractive_questions`; a chat message's speaker is a person), and for less when it asks a question itself (unless
-the question offers an answer of the kind asked: "How about 7 pm?"). The best sentence is quoted (for a compound
-question, the best for each of its questions); further ones while they score close to it, fit a short answer and do
-not repeat one quoted already (share most of the shorter one's content words, itself or what it brings), one that
-holds a question term not yet quoted or an answer of the kind asked before one that only names again what is asked
-about; one without an answer of the kind asked only when it scores nearly as well as the best (an uncertain choice:
-both are quoted). A quoted sentence that leans on the one before it in its block brings it (it opens with a pronoun,
-has one before any name, or says nothing the question does not: "Perfect for fitness lovers like you."), a quoted
-question its reply (in a chat, the next message by someone else), and an answer to "when" without a calendar date
-(only "tomorrow", "last week") the nearest one above it in its chunk. Sentences are quoted in the order they were
-chosen in, each run from one source followed by its citation marker.
-When nothing in the evidence shares a term with the question, the first
-sentence of the top chunk stands in.
+How a sentence scores:
+- by the question terms it holds, rarer terms weighing more;
+- a term of its document's title counts as its own: a document's sentences are about what its title names, even
+  where they leave it out ("Born in 1994." on a page titled with a person's name);
+- terms of its context count for less: its heading and the sentences before it in its paragraph or list item
+  ("Strength 7.2% ABV." under "Old Tobias" is about Old Tobias), the chat message it replies to when that one asks
+  ("Any good gym near you?" "Try FitZone."), and the date stamp above it ("Time: 20260930_16:00");
+- a chat message's speaker counts as a term of each of its sentences;
+- a compound word the evidence never uses counts by its two words ("beehives" by "bee" and "hive"), and a Chinese
+  term the sentence lacks counts a little by the characters of it that it holds (编 for 编著);
+- more when it holds an answer of the kind the question asks for (a person, a date, a place, a number:
+  `extractive_questions`; a chat message's speaker is a person);
+- less when it asks a question itself, unless it offers an answer of the kind asked ("How about 7 pm?").
+
+What is quoted:
+- the best sentence (for a compound question, the best for each of its questions);
+- further ones while they score close to it, fit a short answer and do not repeat one quoted already (share most
+  of the shorter one's content words, itself or what it brings). One that holds a question term not yet quoted or
+  an answer of the kind asked goes before one that only names again what is asked about. One without an answer of
+  the kind asked is quoted only when it scores nearly as well as the best (an uncertain choice: both are quoted);
+- with each, what it needs to be read alone: the sentence before it in its block when it leans on it (it opens
+  with a pronoun, has one before any name, or says nothing the question does not: "Perfect for fitness lovers
+  like you."), a quoted question's reply (in a chat, the next message by someone else), and for an answer to
+  "when" without a calendar date ("tomorrow", "last week") the nearest date above it in its chunk.
+Sentences are quoted in the order they were chosen in, each run from one source followed by its citation marker.
+When nothing in the evidence shares a term with the question, the first sentence of the top chunk stands in.
 """
 
 from __future__ import annotations
@@ -61,6 +68,7 @@ MAX_SENTENCES = 3
 MAX_LIST_SENTENCES = 6
 MAX_CHARS = 250  # the sentences quoted after the first stop where the answer would grow past this
 CONTEXT_WEIGHT = 0.5  # a question term in the sentence's heading or paragraph, against one in the sentence
+CHARACTER_WEIGHT = 0.3  # a Chinese term the sentence lacks, by the share of its characters it holds
 KIND_WEIGHT = 0.5  # how much an answer of the asked kind adds to a sentence's term score
 FOCUS_WEIGHT = 0.5  # how much naming the question's focus (a name, a title) adds
 CLOSE_ENOUGH = 0.3  # a further sentence's score against the best one's
@@ -115,6 +123,8 @@ class _Passages:
 
     def __init__(self, evidence: Sequence[RetrievalResult]) -> None:
         chunks = {n: r.evidence.lower() for n, r in enumerate(evidence, start=1) if r.granularity is Granularity.CHUNK}
+        self.titles = {n: evidence[n - 1].source.title.lower() for n in chunks}
+        self.title_stems = {n: stems(title) for n, title in self.titles.items()}
         self.sentences = [
             s for n, r in enumerate(evidence, start=1) if n in chunks for s in chunk_sentences(r.evidence, n)
         ]
@@ -178,12 +188,20 @@ class _Passages:
     def presence(self, term: str, index: int) -> tuple[float, float]:
         """(in the sentence, in its context): 1 or 0 for a word; for a CJK term the share of it found."""
         if is_cjk(term[0]):
-            return cjk_presence(term, self.texts[index]), cjk_presence(term, self.context_texts[index])
+            return _cjk_share(term, self.texts[index]), _cjk_share(term, self.context_texts[index])
         parts = self.parts(term)
         own, context = self.stems[index], self.context_stems[index]
         if parts:
             return sum(p in own for p in parts) / len(parts), sum(p in context for p in parts) / len(parts)
         return float(term in own), float(term in context)
+
+    def titled(self, term: str, index: int) -> float:
+        """How much of the term the title of the sentence's document holds (as `presence` measures it)."""
+        source = self.sentences[index].source
+        if is_cjk(term[0]):
+            return _cjk_share(term, self.titles[source]) if self.titles[source] else 0.0
+        words, parts = self.title_stems[source], self.parts(term)
+        return float(term in words or (bool(parts) and all(part in words for part in parts)))
 
     def parts(self, term: str) -> tuple[str, ...]:
         """A compound word the evidence never uses, as the two words of it that the evidence does use ("beehives":
@@ -228,6 +246,14 @@ class _Passages:
         return None
 
 
+def _cjk_share(term: str, text: str) -> float:
+    """`cjk_presence`, or when the text holds none of the term's bigrams, a little for its characters."""
+    found = cjk_presence(term, text)
+    if found:
+        return found
+    return CHARACTER_WEIGHT * sum(char in text for char in term) / len(term)
+
+
 def _weights(question: Asked, presence: list[list[tuple[float, float]]], emphasis: frozenset[str]) -> list[float]:
     """Per question term: inverse sentence frequency (a term in every sentence tells nothing about which one
     answers), doubled for the `emphasis` terms (those of one part of a compound question)."""
@@ -257,7 +283,10 @@ def _score(
     scored = []
     for index, sentence in enumerate(passages.sentences):
         row = presence[index]
-        found = sum(w * max(own, CONTEXT_WEIGHT * context) for w, (own, context) in zip(weights, row, strict=True))
+        found = sum(
+            weight * max(own, CONTEXT_WEIGHT * context, passages.titled(term, index))
+            for term, weight, (own, context) in zip(question.terms, weights, row, strict=True)
+        )
         if not found:
             continue
         kinds = frozenset(k for k in kinds_asked if _holds(sentence, k, question, passages))
