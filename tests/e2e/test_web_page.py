@@ -235,8 +235,14 @@ def test_upload_follow_the_job_ask_about_it_and_open_the_evidence_graph(data_dir
     assert job["status"].startswith("Job done: 1 of 1 documents · 1 added"), job
     assert job["progress"] == [1, 1] and job["noticeHidden"] is True
     assert set(seen["documentsAfter"]) - set(seen["documentsBefore"]) == {"The Kestrel Point Lighthouse"}
-    assert seen["reader"]["title"] == "The Kestrel Point Lighthouse"
-    assert "Mara Quennell" in seen["reader"]["text"]
+    # Read shows the document's markdown rendered: headings, a list and bold text, never the syntax.
+    reader = seen["reader"]
+    assert reader["title"] == "The Kestrel Point Lighthouse"
+    assert "Mara Quennell" in reader["text"] and "History" in reader["text"]
+    assert "##" not in reader["text"] and "**" not in reader["text"] and "- Tours" not in reader["text"]
+    assert reader["headings"] == ["History", "Visiting"]  # the first heading repeats the title and is left out
+    assert reader["listItems"][0].startswith("Tours run on Saturdays") and len(reader["listItems"]) == 2
+    assert reader["strong"] == ["Kestrel Point Lighthouse"]
 
     # The answer cites the uploaded document; its snippets show no markdown syntax.
     answer = seen["answer"]

@@ -255,7 +255,13 @@ async function evidenceScenario() {
   const uploaded = page.locator("[data-testid=document]", { hasText: args.uploadTitle });
   await uploaded.locator("[data-testid=document-read]").click();
   await page.waitForSelector("[data-testid=reader]:not([hidden])");
-  out.reader = { title: await text("reader-title"), text: await text("reader-text") };
+  out.reader = {
+    title: await text("reader-title"),
+    text: await page.innerText("[data-testid=reader-text]"), // as rendered: what the user sees
+    headings: await page.$$eval("[data-testid=reader-text] :is(h3, h4, h5, h6)", (hs) => hs.map((h) => h.textContent)),
+    listItems: await page.$$eval("[data-testid=reader-text] li", (items) => items.map((li) => li.textContent)),
+    strong: await page.$$eval("[data-testid=reader-text] strong", (bold) => bold.map((b) => b.textContent)),
+  };
   await page.screenshot({ path: args.screenshots.documents, fullPage: true });
 
   // Ask about it, with the KB chosen.

@@ -182,8 +182,13 @@ function showReasoning(item, text) {
 function renderMarkdownText(text) {
   const plain = text
     .replace(/(^|\s)#{1,6}\s+/g, "$1") // heading markers, also inside a snippet whose lines were joined
-    .replace(/(^|\s)[-*+]\s+(?=\S)/g, "$1• ") // list items
-    .replace(/!?\[([^\]]*)\]\([^)]*\)/g, "$1"); // links and images: their text
+    .replace(/(^|\s)[-*+]\s+(?=\S)/g, "$1• "); // list items
+  return renderInline(plain);
+}
+
+/** The inline part of markdown: emphasis and code as elements (text set with textContent), links as their text. */
+function renderInline(text) {
+  const plain = text.replace(/!?\[([^\]]*)\]\([^)]*\)/g, "$1"); // links and images: their text
   const fragment = document.createDocumentFragment();
   let last = 0;
   for (const match of plain.matchAll(/\*\*(.+?)\*\*|__(.+?)__|`([^`]+)`|\*(\S(?:.*?\S)?)\*/g)) {
@@ -194,6 +199,83 @@ function renderMarkdownText(text) {
   }
   fragment.append(plain.slice(last));
   return fragment;
+}
+
+const BLOCKS = [
+  ["fence", /^\s*(```|~~~)/],
+  ["heading", /^\s{0,3}(#{1,6})\s+(.*?)(?:\s+#+)?\s*$/],
+  ["rule", /^\s{0,3}([-*_])(\s*\1){2,}\s*$/],
+  ["ul", /^\s*[-*+]\s+(.*)$/],
+  ["ol", /^\s*\d+[.)]\s+(.*)$/],
+  ["quote", /^\s*>\s?(.*)$/],
+  ["blank", /^\s*$/],
+];
+
+function blockOf(line) {
+  for (const [kind, pattern] of BLOCKS) {
+    const match = line.match(pattern);
+    if (match) return { kind, match };
+  }
+  return { kind: "text", match: [line, line] };
+}
+
+/** Where a text or quote line goes on: the open paragraph or quote, or the last item of the open list. */
+function continuation(open, kind) {
+  if (!open) return null;
+  if (open.tagName === "UL" || open.tagName === "OL") return kind === "text" ? open.lastChild : null;
+  return kind === "text" || open.tagName === "BLOCKQUOTE" ? open : null;
+}
+
+// Each block kind appends itself to `doc.fragment`; `doc.open` is the block the next line may continue.
+const RENDER_BLOCK = {
+  fence(doc, match) {
+    const code = [];
+    while (++doc.at < doc.lines.length && !doc.lines[doc.at].trim().startsWith(match[1])) code.push(doc.lines[doc.at]);
+    doc.fragment.append(element("pre", "", code.join("\n")));
+    doc.open = null;
+  },
+  heading(doc, match) {
+    const heading = element(`h${Math.min(match[1].length + 2, 6)}`); // the page's own title is an h2
+    heading.append(renderInline(match[2]));
+    doc.fragment.append(heading);
+    doc.open = null;
+  },
+  rule(doc) {
+    doc.fragment.append(element("hr"));
+    doc.open = null;
+  },
+  blank(doc) {
+    doc.open = null;
+  },
+  ul: (doc, match, kind) => RENDER_BLOCK.ol(doc, match, kind),
+  ol(doc, match, kind) {
+    if (doc.open?.tagName !== kind.toUpperCase()) doc.fragment.append((doc.open = element(kind)));
+    const item = element("li");
+    item.append(renderInline(match[1]));
+    doc.open.append(item);
+  },
+  quote: (doc, match, kind) => RENDER_BLOCK.text(doc, match, kind),
+  text(doc, match, kind) {
+    const content = renderInline(match[1].trim());
+    const target = continuation(doc.open, kind);
+    if (target) return target.append(" ", content);
+    doc.open = element(kind === "quote" ? "blockquote" : "p");
+    doc.open.append(content);
+    doc.fragment.append(doc.open);
+  },
+};
+
+/**
+ * A whole markdown document as headings, paragraphs, lists, quotes and code blocks made with createElement,
+ * all text through renderInline (textContent): nothing is parsed as HTML.
+ */
+function renderMarkdownDocument(text) {
+  const doc = { fragment: document.createDocumentFragment(), open: null, lines: text.replace(/\r\n?/g, "\n").split("\n"), at: 0 };
+  for (; doc.at < doc.lines.length; doc.at++) {
+    const { kind, match } = blockOf(doc.lines[doc.at]);
+    RENDER_BLOCK[kind](doc, match, kind);
+  }
+  return doc.fragment;
 }
 
 function sourceEntry(source, testid) {
@@ -728,7 +810,9 @@ async function readDocument(document_) {
   try {
     const stored = await api(docsPath(`/${encodeURIComponent(document_.doc_id)}`));
     ui.readerTitle.textContent = stored.title || stored.doc_id;
-    ui.readerText.textContent = stored.text;
+    ui.readerText.replaceChildren(renderMarkdownDocument(stored.text));
+    const first = ui.readerText.firstElementChild;
+    if (/^H\d$/.test(first?.tagName ?? "") && first.textContent === ui.readerTitle.textContent) first.remove();
     ui.reader.hidden = false;
     ui.reader.scrollIntoView({ block: "start" });
   } catch (error) {
