@@ -161,14 +161,24 @@ def test_chat_in_the_browser_streams_cites_routes_keeps_history_and_clears(
 
 
 def test_the_page_works_with_an_api_key_and_the_extractive_answerer(data_dir: Path) -> None:
-    settings = make_settings(data_dir, AUTH_MODE="api_key", API_KEYS="web-test-key=alice")
+    # The router may override a requested KB, and must be surer than "tour" alone (0.75) makes it.
+    settings = make_settings(
+        data_dir,
+        AUTH_MODE="api_key",
+        API_KEYS="web-test-key=alice",
+        KB_AUTO_ROUTE_OVERRIDE="true",
+        KB_AUTO_ROUTE_MIN_CONFIDENCE="0.78",
+    )
     with live_server(settings) as server:
         seen = drive_page(
             server.base_url,
             ARTIFACTS / "web-chat-auth.png",
             scenario="auth",
             apiKey="web-test-key",
+            kb="orchard",
             question="How much does the mill tour cost for an adult?",
+            offTopicQuestion="Tell me a joke about penguins.",
+            unsureQuestion="Is the tour good?",
         )
     assert "missing credentials" in seen["noticeWithoutKey"] and "API key" in seen["noticeWithoutKey"]
     assert seen["noticeHidden"] is True
@@ -180,8 +190,23 @@ def test_the_page_works_with_an_api_key_and_the_extractive_answerer(data_dir: Pa
     assert 1 <= len(answer["citations"]) <= answer["markerLinks"]  # every source listed as cited is cited
     assert answer["consulted"] and not any(source in answer["citations"] for source in answer["consulted"])
     assert answer["route"].startswith("Route: knowledge base orchard")
-    assert "router: orchard (heuristic" in answer["route"] and "requested" not in answer["route"]
-    assert "answer: extractive" in answer["route"]
+    assert answer["route"] == (
+        "Route: knowledge base orchard · agent naive_rag_agent (lookup: a look-up of one fact: plain search)"
+        " · worker orchard:naive_rag_agent:retrieve_only"
+        " · router: orchard (heuristic, confidence 0.95): matched orchard keywords: mill, tour · answer: extractive"
+    )
+    # A requested KB the router could have overridden and kept: "asked for", never "no knowledge base".
+    assert seen["keptRoute"] == (
+        "Route: knowledge base orchard · agent naive_rag_agent (other: the knowledge base's default agent)"
+        " · worker orchard:naive_rag_agent:retrieve_only · asked for orchard; the router found no better match"
+        " (heuristic, confidence 0.00): no knowledge base holds the message's words · answer: extractive"
+    )
+    # A guess below the threshold went to general chat: it is named as a guess, not as the router's choice.
+    unsure = (
+        r"Route: general chat \(no retrieval\) · router: no knowledge base fits the message well enough"
+        r" \(best guess orchard, heuristic, confidence 0\.7[5-7]\): [^·]*tour[^·]* · answer: extractive"
+    )
+    assert re.fullmatch(unsure, seen["unsureRoute"]), seen["unsureRoute"]
     assert_no_page_problems(seen, expected_statuses={401})
 
 

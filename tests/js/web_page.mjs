@@ -1,7 +1,8 @@
 // Drives the built-in web chat page (/ui/) in headless Chromium with playwright-core, as a user would.
 // Run by tests/e2e/test_web_page.py: argv[2] is JSON
 //   {baseUrl, chromiumPath, screenshot, scenario: "chat" | "auth" | "docs" | "evidence", question, kb, agent,
-//    stopQuestion, errorQuestion, tooLong, apiKey, readerKey, uploadPath, screenshots: {empty, documents, evidence}}
+//    stopQuestion, errorQuestion, tooLong, apiKey, readerKey, uploadPath, offTopicQuestion, unsureQuestion,
+//    screenshots: {empty, documents, evidence}}
 // and the last stdout line is one JSON object with what the page showed.
 import { chromium } from "playwright-core";
 
@@ -185,6 +186,12 @@ async function authScenario() {
   out.kbOptions = await optionValues("kb-select");
   out.answer = await ask(args.question);
   await page.screenshot({ path: args.screenshot, fullPage: true });
+  // A KB asked for that the router may override but finds nothing better than; then, with no KB asked for, a
+  // guess the router is not sure enough of.
+  await page.selectOption("[data-testid=kb-select]", args.kb);
+  out.keptRoute = (await ask(args.offTopicQuestion)).route;
+  await page.selectOption("[data-testid=kb-select]", "");
+  out.unsureRoute = (await ask(args.unsureQuestion)).route;
   return out;
 }
 

@@ -356,15 +356,22 @@ function describeRoute(route, generationMode) {
   return `Route: ${parts.join(" · ")}`;
 }
 
-/** Why the turn went where it went, true to the decision: a KB asked for and kept is not "no knowledge base". */
+/**
+ * Why the turn went where it went, true to the decision: a KB asked for and kept is not "no knowledge base", and
+ * a guess the router was not sure enough of (`routed_kb_prefix` is the guess, taken or not) is not its choice.
+ */
 function whyThisKb(route) {
   if (route.method === "requested") return `chosen by the request: ${route.reason}`;
   const how = `${route.method}, confidence ${Number(route.confidence).toFixed(2)}`;
-  if (route.routed_kb_prefix) return `router: ${route.routed_kb_prefix} (${how}): ${route.reason}`;
-  if (route.requested_kb_prefix && route.kb_prefix === route.requested_kb_prefix) {
-    return `asked for ${route.kb_prefix}; the router found no better match (${how}): ${route.reason}`;
+  if (route.routed_kb_prefix && route.routed_kb_prefix === route.kb_prefix && route.worker_name) {
+    return `router: ${route.kb_prefix} (${how}): ${route.reason}`;
   }
-  return `router: no knowledge base fits the message (${how}): ${route.reason}`;
+  const guess = route.routed_kb_prefix ? `best guess ${route.routed_kb_prefix}, ${how}` : how;
+  if (route.requested_kb_prefix && route.kb_prefix === route.requested_kb_prefix) {
+    return `asked for ${route.kb_prefix}; the router found no better match (${guess}): ${route.reason}`;
+  }
+  const fits = route.routed_kb_prefix ? "no knowledge base fits the message well enough" : "no knowledge base fits the message";
+  return `router: ${fits} (${guess}): ${route.reason}`;
 }
 
 function showRoute(item, debug) {
