@@ -58,6 +58,33 @@ async def test_chunk_sources_alone_still_draw_the_entities_they_mention(client: 
     assert all(not node["source"] for node in graph["nodes"] if node["kind"] == "entity")
 
 
+async def test_community_sources_are_drawn_with_their_titles_and_linked_to_entities_they_contain(
+    client: httpx.AsyncClient,
+) -> None:
+    ids = await sources_of(client, "What are the main themes of Wrenfield Orchard?", "graph_agent")
+    communities = [source_id for source_id in ids if source_id.startswith("community:")]
+    assert communities, ids
+
+    graph = (await client.get("/api/v1/kbs/orchard/evidence", params=[("id", i) for i in communities])).json()
+    nodes = {node["id"]: node for node in graph["nodes"]}
+    assert graph["skipped"] == []
+    for community_id in communities:
+        node = nodes[community_id]
+        assert (node["kind"], node["source"]) == ("community", True)
+        assert node["label"] and not node["label"].startswith("Community ") and node["detail"], node
+        members = [e["target"] for e in graph["edges"] if e["source"] == community_id]
+        assert members and all(e["kind"] == "contains" for e in graph["edges"] if e["source"] == community_id)
+        assert all(nodes[member]["kind"] == "entity" and not nodes[member]["source"] for member in members)
+    assert all(edge["source"] in nodes and edge["target"] in nodes for edge in graph["edges"])
+    # An entity asked for beside a community that contains it is linked to it, not drawn twice.
+    member = next(e["target"] for e in graph["edges"] if e["source"] == communities[0])
+    both = (await client.get("/api/v1/kbs/orchard/evidence", params=[("id", communities[0]), ("id", member)])).json()
+    assert [node["id"] for node in both["nodes"]].count(member) == 1
+    assert {"source": communities[0], "target": member} in [
+        {"source": e["source"], "target": e["target"]} for e in both["edges"] if e["kind"] == "contains"
+    ]
+
+
 async def test_ids_the_kb_does_not_hold_are_listed_as_skipped_and_bad_requests_are_refused(
     client: httpx.AsyncClient,
 ) -> None:

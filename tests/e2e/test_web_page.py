@@ -243,6 +243,8 @@ def test_upload_follow_the_job_ask_about_it_and_open_the_evidence_graph(data_dir
             uploadTitle="The Kestrel Point Lighthouse",
             kb="orchard",
             question="Who built the Kestrel Point Lighthouse, and when?",
+            communityAgent="graph_agent",
+            communityQuestion="What are the main themes of Wrenfield Orchard?",
             screenshots={name.split("-")[0]: str(path) for name, path in shots.items()},
         )
 
@@ -284,6 +286,18 @@ def test_upload_follow_the_job_ask_about_it_and_open_the_evidence_graph(data_dir
     assert graph["nodes"] == graph["drawnNodes"] == graph["positioned"] > 1
     assert graph["edges"] == graph["drawnEdges"] > 0
     assert seen["detail"] and "Select a node" not in seen["detail"]
+
+    # Community summaries the graph agent consulted are drawn as diamonds labelled with their titles, each linked
+    # (dotted) to entities it contains; a click shows the community's summary.
+    community_sources = {i for i in seen["communitySourceIds"] if i.startswith("community:")}
+    assert community_sources, seen["communitySourceIds"]
+    drawn = seen["communityGraph"]
+    assert {node["id"] for node in drawn["communities"]} == community_sources
+    assert all(node["shape"] == "diamond" and node["label"] for node in drawn["communities"])
+    linked = {edge["from"] for edge in drawn["contains"]}
+    assert linked == community_sources
+    assert all(edge["toShape"] == "dot" and edge["dashes"] == [2, 4] for edge in drawn["contains"])
+    assert " community, " in seen["communityDetail"], seen["communityDetail"]
 
     # An example question from the start screen asks itself.
     example = seen["example"]

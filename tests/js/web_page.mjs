@@ -2,7 +2,7 @@
 // Run by tests/e2e/test_web_page.py: argv[2] is JSON
 //   {baseUrl, chromiumPath, screenshot, scenario: "chat" | "auth" | "docs" | "evidence", question, kb, agent,
 //    stopQuestion, errorQuestion, tooLong, apiKey, readerKey, uploadPath, offTopicQuestion, unsureQuestion,
-//    screenshots: {empty, documents, evidence}}
+//    communityAgent, communityQuestion, screenshots: {empty, documents, evidence}}
 // and the last stdout line is one JSON object with what the page showed.
 import { chromium } from "playwright-core";
 
@@ -297,6 +297,34 @@ async function evidenceScenario() {
   out.detail = await text("evidence-detail");
   await page.locator("[data-testid=evidence]").scrollIntoViewIfNeeded();
   await page.screenshot({ path: args.screenshots.evidence, fullPage: true });
+
+  // A broad question to the graph agent consults community summaries: they are drawn too, linked to their entities.
+  await page.selectOption("[data-testid=agent-select]", args.communityAgent);
+  out.communityAnswer = await ask(args.communityQuestion);
+  await page.selectOption("[data-testid=agent-select]", "");
+  const last = "[data-testid=message][data-role=assistant]:last-of-type";
+  await page.click(`${last} [data-testid=evidence-toggle]`);
+  await page.waitForSelector(`${last} [data-testid=evidence-canvas][data-drawn=true]`);
+  out.communityGraph = await page.$eval(`${last} [data-testid=evidence-canvas]`, (canvas) => {
+    const nodes = canvas.graph.body.data.nodes.get();
+    const edges = canvas.graph.body.data.edges.get();
+    const shapeOf = new Map(nodes.map((node) => [node.id, node.shape]));
+    return {
+      communities: nodes.filter((node) => node.id.startsWith("community:")).map((node) => ({ id: node.id, label: node.label, shape: node.shape })),
+      contains: edges.filter((edge) => edge.from.startsWith("community:")).map((edge) => ({ from: edge.from, toShape: shapeOf.get(edge.to), dashes: edge.dashes })),
+    };
+  });
+  out.communitySourceIds = await page.$$eval(`${last} [data-source-id]`, (entries) => entries.map((e) => e.dataset.sourceId));
+  // Clicking a community shows its summary beside the graph.
+  await page.locator(`${last} [data-testid=evidence-canvas]`).scrollIntoViewIfNeeded();
+  const at = await page.$eval(`${last} [data-testid=evidence-canvas]`, (canvas) => {
+    const id = canvas.graph.body.data.nodes.getIds().find((node) => node.startsWith("community:"));
+    const point = canvas.graph.canvasToDOM(canvas.graph.getPositions([id])[id]);
+    const rect = canvas.getBoundingClientRect();
+    return { x: rect.x + point.x, y: rect.y + point.y };
+  });
+  await page.mouse.click(at.x, at.y);
+  out.communityDetail = await page.textContent(`${last} [data-testid=evidence-detail]`);
 
   // A new conversation shows the start screen again; an example question asks itself.
   await page.click("[data-testid=new-conversation]");

@@ -6,7 +6,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Protocol
 
-from backend.domain.graph import EntityRecord, RelationRecord
+from backend.domain.graph import CommunityRecord, EntityRecord, RelationRecord
 from backend.domain.knowledge_base import KbOverview
 
 
@@ -37,5 +37,7 @@ class GraphViews(Protocol):
     async def get_entities(self, kb: str, entity_ids: Sequence[str]) -> list[EntityRecord]: ...
 
     async def relations_of(self, kb: str, entity_ids: Sequence[str], limit: int) -> list[RelationRecord]: ...
+
+    async def list_communities(self, kb: str, level: int | None = None) -> list[CommunityRecord]: ...
 
     async def overview(self, kb: str, entities: int, titles: int) -> KbOverview: ...

@@ -8,10 +8,10 @@ from backend.application.knowledge.evidence import EvidenceEdge, EvidenceGraph, 
 
 
 class EvidenceNodeOut(BaseModel):
-    id: str = Field(description="as the sources name it: `entity:<id>` or `chunk:<id>`")
-    kind: str = Field(description="`entity` or `chunk`")
-    label: str
-    detail: str = Field(description="an entity's type and description, a chunk's text (cut)")
+    id: str = Field(description="as the sources name it: `entity:<id>`, `chunk:<id>` or `community:<id>`")
+    kind: str = Field(description="`entity`, `chunk` or `community`")
+    label: str = Field(description="an entity's name, a chunk's title and number, a community's title")
+    detail: str = Field(description="an entity's type and description, a chunk's text, a community's summary (cut)")
     source: bool = Field(description="one of the ids asked for, not only drawn beside one")
     doc_id: str
 
@@ -24,7 +24,9 @@ class EvidenceNodeOut(BaseModel):
 class EvidenceEdgeOut(BaseModel):
     source: str
     target: str
-    kind: str = Field(description="`relation` (entity — entity) or `mentions` (chunk → entity)")
+    kind: str = Field(
+        description="`relation` (entity — entity), `mentions` (chunk → entity) or `contains` (community → entity)"
+    )
     label: str
     weight: float
     is_source: bool = Field(description="a relation that is itself one of the ids asked for")

@@ -637,7 +637,7 @@ async function toggleEvidence(item, button) {
   const detail = element("div", "evidence-detail", "Select a node or an edge to read it.");
   detail.dataset.testid = "evidence-detail";
   const legend = element("p", "evidence-legend",
-    "Boxes: passages · dots: entities · dark: cited by the answer · light: consulted, not cited · grey: mentioned by a passage · dashed: a passage mentions an entity");
+    "Boxes: passages · dots: entities · diamonds: communities · dark: cited by the answer · light: consulted, not cited · grey: mentioned by a passage or a community · dashed: a passage mentions an entity · dotted: a community contains an entity");
   panel.append(legend, canvas, detail);
   button.after(panel);
   button.setAttribute("aria-expanded", "true");
@@ -655,13 +655,16 @@ async function toggleEvidence(item, button) {
 }
 
 const COLORS = { cited: "#2357b5", consulted: "#8fb0e6", mentioned: "#c9ced6" };
+const SHAPES = { chunk: "box", entity: "dot", community: "diamond" };
+const KINDS = { chunk: "passage", entity: "entity", community: "community" };
+const DASHES = { mentions: true, contains: [2, 4] }; // a relation is drawn solid
 
 function drawEvidence(vis, canvas, detail, graph, cited) {
   const role = (node) => (cited.has(node.id) ? "cited" : node.source ? "consulted" : "mentioned");
   const nodes = graph.nodes.map((node) => ({
     id: node.id,
     label: node.label.length > 40 ? node.label.slice(0, 39) + "…" : node.label,
-    shape: node.kind === "chunk" ? "box" : "dot",
+    shape: SHAPES[node.kind] || "dot",
     size: 12,
     color: COLORS[role(node)],
     font: { color: role(node) === "cited" && node.kind === "chunk" ? "#ffffff" : "#1d232b", size: 13 },
@@ -670,7 +673,7 @@ function drawEvidence(vis, canvas, detail, graph, cited) {
     id: index,
     from: edge.source,
     to: edge.target,
-    dashes: edge.kind === "mentions",
+    dashes: DASHES[edge.kind] || false,
     width: edge.is_source ? 3 : 1,
     color: { color: edge.is_source ? COLORS.cited : "#9aa3ad" },
   }));
@@ -702,17 +705,19 @@ function drawEvidence(vis, canvas, detail, graph, cited) {
 
 function showNode(detail, node, role) {
   const heading = element("strong", "", node.label);
-  const kind = element("span", "evidence-kind", ` ${node.kind === "chunk" ? "passage" : "entity"}, ${role}`);
+  const kind = element("span", "evidence-kind", ` ${KINDS[node.kind] || node.kind}, ${role}`);
   const text = element("p", "evidence-text");
   text.append(renderMarkdownText(node.detail || ""));
   detail.replaceChildren(heading, kind, text);
   detail.classList.remove("error");
 }
 
+const EDGE_TEXT = { mentions: "The passage mentions the entity.", contains: "The community contains the entity." };
+
 function showEdge(detail, edge, byId) {
   const name = (id) => byId.get(id)?.label ?? id;
   const heading = element("strong", "", `${name(edge.source)} — ${name(edge.target)}`);
-  const text = element("p", "evidence-text", edge.kind === "mentions" ? "The passage mentions the entity." : edge.label);
+  const text = element("p", "evidence-text", EDGE_TEXT[edge.kind] || edge.label);
   detail.replaceChildren(heading, text);
 }
 

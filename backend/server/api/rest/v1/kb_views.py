@@ -21,11 +21,16 @@ async def evidence_graph(
     principal: PrincipalDep,
     source_ids: Annotated[
         list[str],
-        Query(alias="id", max_length=MAX_IDS, description="a source's `id` (`chunk:…`, `entity:…`, `relation:…`)"),
+        Query(
+            alias="id",
+            max_length=MAX_IDS,
+            description="a source's `id` (`chunk:…`, `entity:…`, `relation:…`, `community:…`)",
+        ),
     ],
 ) -> EvidenceGraphOut:
-    """The entities, relations and chunks behind an answer's sources (its `citations` and `consulted` ids), with
-    the entities those chunks mention and the relations among everything drawn."""
+    """The entities, relations, chunks and communities behind an answer's sources (its `citations` and `consulted`
+    ids), with the entities those chunks mention and those communities contain, and the relations among
+    everything drawn."""
     del principal  # any authenticated caller may read a KB
     return EvidenceGraphOut.of(kb_prefix, await services.views.evidence(kb_prefix, source_ids))
 
