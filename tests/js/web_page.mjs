@@ -249,9 +249,19 @@ async function evidenceScenario() {
   await saveKey(args.apiKey);
   await page.click("[data-testid=tab-documents]");
   await page.waitForSelector("[data-testid=document]");
+  // The job's first status read is refused as over the rate limit: the page waits it out and goes on polling.
+  const polls = [];
+  await page.route("**/api/v1/jobs/*", async (route) => {
+    polls.push(Date.now());
+    if (polls.length > 1) return route.continue();
+    const error = { error: { code: "rate_limited", message: "Too many requests; retry after 1 s." } };
+    return route.fulfill({ status: 429, headers: { "Retry-After": "1" }, contentType: "application/json", body: JSON.stringify(error) });
+  });
   await page.setInputFiles("[data-testid=upload-files]", args.uploadPath);
   await page.click("[data-testid=upload]");
   await page.waitForSelector("[data-testid=job][data-status=done]");
+  await page.unroute("**/api/v1/jobs/*");
+  out.jobPollGaps = polls.slice(1).map((at, i) => at - polls[i]);
   out.job = {
     status: await text("job-status"),
     progress: await page.$eval("[data-testid=job-progress]", (bar) => [bar.value, bar.max]),

@@ -63,16 +63,18 @@ const state = {
   running: null,
   nextKey: 0,
 };
-const JOB_POLL_MS = 400;
+const JOB_POLL_MS = 400; // the first wait before a job's status is read again
+const JOB_POLL_MAX_MS = 3000; // the longest wait, so a long job stays well inside the default rate limit
 const FINISHED_JOB = new Set(["done", "failed", "cancelled"]);
 
 // ---------------------------------------------------------------- HTTP
 
 class ApiError extends Error {
-  constructor(status, code, message) {
+  constructor(status, code, message, retryAfterS = 0) {
     super(message);
     this.status = status;
     this.code = code;
+    this.retryAfterS = retryAfterS; // a 429's Retry-After
   }
 }
 
@@ -93,8 +95,10 @@ async function apiError(response) {
   } catch {
     // not JSON (a proxy's error page, say): keep the status line
   }
-  return new ApiError(response.status, code, message);
+  return new ApiError(response.status, code, message, Number(response.headers.get("Retry-After")) || 0);
 }
+
+const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 async function api(path, { method = "GET", body, signal } = {}) {
   const form = body instanceof FormData; // multipart: the browser writes the Content-Type with its boundary
@@ -873,9 +877,18 @@ async function upload() {
   try {
     let job = await api(docsPath(), { method: "POST", body: form });
     showJob(job);
+    // Polls count against the caller's rate limit: they slow down as a job goes on, and a 429 is waited out.
+    let pollMs = JOB_POLL_MS;
     while (!FINISHED_JOB.has(job.status)) {
-      await new Promise((resolve) => setTimeout(resolve, JOB_POLL_MS));
-      job = await api(`/jobs/${encodeURIComponent(job.job_id)}`);
+      await sleep(pollMs);
+      pollMs = Math.min(pollMs * 1.5, JOB_POLL_MAX_MS);
+      try {
+        job = await api(`/jobs/${encodeURIComponent(job.job_id)}`);
+      } catch (error) {
+        if (!(error instanceof ApiError && error.status === 429)) throw error;
+        await sleep(Math.max(error.retryAfterS * 1000, pollMs));
+        continue;
+      }
       showJob(job);
     }
     ui.uploadFiles.value = "";
