@@ -42,6 +42,7 @@ from ag_ui.core import (
     RunStartedEvent,
     StepFinishedEvent,
     StepStartedEvent,
+    TextMessageContentEvent,
     TextMessageEndEvent,
     TextMessageStartEvent,
     ToolCallArgsEvent,
@@ -74,6 +75,27 @@ logger = logging.getLogger(__name__)
 RETRIEVAL_TOOL = "retrieve"
 ROUTING_STEP = "routing"
 GENERATION_STEP = "generation"
+# Every kind of event a run can send, in the order a full run first sends them (the API description lists them).
+SENT_EVENTS: tuple[type[BaseEvent], ...] = (
+    RunStartedEvent,
+    StepStartedEvent,
+    StepFinishedEvent,
+    ToolCallStartEvent,
+    ToolCallArgsEvent,
+    ToolCallEndEvent,
+    ToolCallResultEvent,
+    ReasoningStartEvent,
+    ReasoningMessageStartEvent,
+    ReasoningMessageContentEvent,
+    ReasoningMessageEndEvent,
+    ReasoningEndEvent,
+    TextMessageStartEvent,
+    TextMessageContentEvent,  # written by hand on the hot path (`_text_frame`), with the same JSON
+    TextMessageEndEvent,
+    CustomEvent,
+    RunFinishedEvent,
+    RunErrorEvent,
+)
 
 
 def now_ms() -> int:

@@ -4,49 +4,10 @@ from __future__ import annotations
 
 from typing import Annotated
 
-from ag_ui.core import (
-    BaseEvent,
-    CustomEvent,
-    ReasoningEndEvent,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    ReasoningMessageStartEvent,
-    ReasoningStartEvent,
-    RunErrorEvent,
-    RunFinishedEvent,
-    RunStartedEvent,
-    StepFinishedEvent,
-    StepStartedEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    TextMessageStartEvent,
-    ToolCallArgsEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-    ToolCallStartEvent,
-)
 from pydantic import BaseModel, ConfigDict, Field, WithJsonSchema
 
-SENT_EVENTS: tuple[type[BaseEvent], ...] = (
-    RunStartedEvent,
-    StepStartedEvent,
-    StepFinishedEvent,
-    ToolCallStartEvent,
-    ToolCallArgsEvent,
-    ToolCallEndEvent,
-    ToolCallResultEvent,
-    ReasoningStartEvent,
-    ReasoningMessageStartEvent,
-    ReasoningMessageContentEvent,
-    ReasoningMessageEndEvent,
-    ReasoningEndEvent,
-    TextMessageStartEvent,
-    TextMessageContentEvent,
-    TextMessageEndEvent,
-    CustomEvent,
-    RunFinishedEvent,
-    RunErrorEvent,
-)
+from backend.server.agui.translator import SENT_EVENTS
+
 SENT_TYPES = [str(event.model_fields["type"].default.value) for event in SENT_EVENTS]
 
 
