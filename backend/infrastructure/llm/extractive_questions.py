@@ -34,12 +34,13 @@ _ALIAS_WORDS = r"又名|又称|又叫|也叫|也称|亦称|别称|别名|俗称|
 _ASKS = (  # (kind, the question words that ask for it), checked in this order
     (
         AnswerKind.DATE,
-        r"\bwhen\b|\bwhat\s+(?:year|date|day|month|time|century|decade)\b|\bwhich\s+(?:year|date|day|month|century)\b"
+        r"\bwhen\b|\bwhat\s+(?:year|date|day|month|time|century|decade)s?\b|\bwhich\s+(?:year|date|day|month|century)s?\b"
         r"|\bsince\s+when\b|\bhow\s+long\s+ago\b|何时|什么时候|什么时间|哪一?年|哪一?天|哪个?月|何年|几月|几号|几点|哪个时期|哪个朝代|年份",
     ),
     (
         AnswerKind.PERSON,
-        r"\bwho\b|\bwhom\b|\bwhose\b|\bwhich\s+(?:person|people|member|employee|friend)\b|\bwhat\s+is\s+the\s+name\s+of"
+        r"\bwho\b|\bwhom\b|\bwhose\b|\bwhich\s+(?:person|people|member|employee|friend|character|player|actor|actress|"
+        r"singer|artist|author|writer|student|teacher|colleague|neighbou?r)s?\b|\bwhat\s+is\s+the\s+name\s+of"
         r"\s+the\s+(?:person|man|woman)\b|谁|哪位|何人|什么人",
     ),
     (
@@ -56,7 +57,7 @@ _ASKS = (  # (kind, the question words that ask for it), checked in this order
     (
         AnswerKind.ALIAS,
         r"\b(?:also|otherwise)\s+(?:called|known)\b|\b(?:other|another|full|short)\s+name\b|\bnickname|"
-        rf"{_ALIAS_WORDS}|还叫|叫什么名|什么别名",
+        rf"{_ALIAS_WORDS}|还叫|又(?:可以|可|被|能)(?:叫|称)|叫什么名|什么别名",
     ),
 )
 _ALIAS = re.compile(
@@ -141,7 +142,7 @@ _CALENDAR = re.compile(rf"^(?:{_MONTHS}|{_WEEKDAYS}|Saturdays|Sundays)$")
 # The noun of "what year", "which city": it names the kind of answer, not what the answer is about.
 _CUE_NOUN = re.compile(
     r"\b(?:what|which)\s+(year|date|day|month|time|century|decade|place|city|country|town|village|region|state|"
-    r"county|location|person|people|number|amount|percentage|age|size)\b|\bthe\s+(name)\s+of\b",
+    r"county|location|person|people|number|amount|percentage|age|size)s?\b|\bthe\s+(name)\s+of\b",
     re.IGNORECASE,
 )
 # "How strong": the answer names the strength. English measure adjectives and the nouns of their measures.
