@@ -432,3 +432,12 @@ def test_a_chinese_term_counts_a_little_by_its_characters() -> None:
     text = "明代张溥有《唐文粹删》，清代王士祯有《唐文粹诗选》。宋代姚铉编。"
     answer = body(compose_extractive_answer("《唐文粹》是由谁编著的？", [chunk(text, "唐文粹")]))
     assert answer.startswith("宋代姚铉编。")
+
+
+def test_a_sentence_that_names_a_new_answer_is_no_repeat() -> None:
+    text = (
+        "HaileyJohnson: Good morning! Just a quick reminder that your fresh bread will be delivered today. "
+        "Just a quick reminder that Alice is on her way to deliver your fresh bread."
+    )
+    answer = body(compose_extractive_answer("Who is delivering the fresh bread?", [chunk(text)]))
+    assert "Alice" in answer

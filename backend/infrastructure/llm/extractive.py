@@ -21,9 +21,11 @@ How a sentence scores:
 What is quoted:
 - the best sentence (for a compound question, the best for each of its questions);
 - further ones while they score close to it, fit a short answer and do not repeat one quoted already (share most
-  of the shorter one's content words, itself or what it brings). One that holds a question term not yet quoted or
-  an answer of the kind asked goes before one that only names again what is asked about. One without an answer of
-  the kind asked is quoted only when it scores nearly as well as the best (an uncertain choice: both are quoted);
+  of the shorter one's content words, itself or what it brings, and name no answer the quoted ones lack: "Alice is
+  on her way with your bread" after "Your bread will be delivered today" is news). One that holds a question term
+  not yet quoted or an answer of the kind asked goes before one that only names again what is asked about. One
+  without an answer of the kind asked is quoted only when it scores nearly as well as the best (an uncertain
+  choice: both are quoted);
 - with each, what it needs to be read alone: the sentence before it in its block when it leans on it (it opens
   with a pronoun, has one before any name, or says nothing the question does not: "Perfect for fitness lovers
   like you."), a quoted question's reply (in a chat, the next message by someone else), and for an answer to
@@ -45,9 +47,9 @@ from backend.infrastructure.llm.extractive_passages import Sentence, chunk_sente
 from backend.infrastructure.llm.extractive_questions import (
     AnswerKind,
     Asked,
+    answers,
     asked,
     calendar_dates,
-    holds,
     holds_calendar_date,
     names,
     stem,
@@ -113,8 +115,13 @@ class _Scored:
     sentence: Sentence
     score: float
     words: frozenset[str]  # its terms, by stem
-    typed: bool  # holds an answer of a kind the question asks for
+    answers: frozenset[str]  # the answers of the kinds the question asks for that it holds
     held: frozenset[str]  # the question terms it holds itself (a CJK term: at least half of it)
+
+    @property
+    def typed(self) -> bool:
+        """Does it hold an answer of a kind the question asks for?"""
+        return bool(self.answers)
 
 
 class _Passages:
@@ -289,21 +296,24 @@ def _score(
         )
         if not found:
             continue
-        kinds = frozenset(k for k in kinds_asked if _holds(sentence, k, question, passages))
+        found_answers = {kind: _answers(sentence, kind, question, passages) for kind in kinds_asked}
+        kinds = frozenset(kind for kind, held in found_answers.items() if held)
         share = len(kinds) / len(kinds_asked) if kinds_asked else 0.0
         boost = (1.0 + KIND_WEIGHT * share) * (1.0 + FOCUS_WEIGHT * _about_focus(question, passages, index))
         # A question asks and its reply answers, unless it offers an answer itself ("How about 7 pm?").
         asking = QUESTION_PENALTY if _is_question(sentence.text) and not kinds else 1.0
         score = found / total * boost * asking * (1.0 - RANK_DECAY * (sentence.source - 1))
         held = frozenset(t for t, (own, _) in zip(question.terms, row, strict=True) if own >= 0.5)
-        scored.append(_Scored(sentence, score, passages.stems[index], bool(kinds), held))
+        said = frozenset(answer for held in found_answers.values() for answer in held)
+        scored.append(_Scored(sentence, score, passages.stems[index], said, held))
     scored.sort(key=lambda s: (-s.score, s.sentence.source, s.sentence.position))
     return scored
 
 
-def _holds(sentence: Sentence, kind: AnswerKind, question: Asked, passages: _Passages) -> bool:
-    """Does the sentence, or its label (a chat message's speaker), hold an answer of `kind`?"""
-    return any(holds(text, kind, question, passages.lower_words) for text in (sentence.text, sentence.label) if text)
+def _answers(sentence: Sentence, kind: AnswerKind, question: Asked, passages: _Passages) -> list[str]:
+    """The answers of `kind` the sentence, or its label (a chat message's speaker), holds."""
+    texts = [text for text in (sentence.text, sentence.label) if text]
+    return [answer for text in texts for answer in answers(text, kind, question, passages.lower_words)]
 
 
 def _best_per_part(question: Asked, passages: _Passages) -> list[_Scored]:
@@ -334,7 +344,9 @@ def _choose(question: Asked, scored: list[_Scored], first: list[_Scored], passag
             break
         frame = [s for s in _frame(question, candidate, passages) if all(s not in f for f in frames)]
         said = [passages.stems[passages.index[s]] for f in frames for s in f]
-        repeated = any(_repeats(passages.stems[passages.index[s]], words) for s in frame for words in said)
+        quoted = " ".join(_labelled(s, None) for f in frames for s in f)
+        new_answer = any(answer not in quoted for answer in candidate.answers)
+        repeated = not new_answer and any(_repeats(passages.stems[passages.index[s]], w) for s in frame for w in said)
         length = sum(len(c.sentence.text) for c in [*chosen, candidate])
         untyped = question.kinds and not candidate.typed and candidate.score < UNSURE * chosen[0].score
         if repeated or length > MAX_CHARS or untyped:

@@ -2,8 +2,8 @@
 
 The kinds are a person (who, 谁), a date or time (when, 何时), a place (where, 哪里), a number or quantity
 (how many, how much, how strong, 多少, 几) and another name (also called, 又叫). A question may ask for more than
-one ("When was it founded, and by whom?"). A sentence holds an answer of a kind when it has a matching expression
-that is not already in the question: a capitalised name the question does not use, a year, a month, a number
+one ("When was it founded, and by whom?"). The answers of a kind a sentence holds are its matching expressions
+that are not already in the question: a capitalised name the question does not use, a year, a month, a number
 with its unit, a place after "in" or "at", "also known as" or 又名. Chinese sentences are read with jieba's parts
 of speech (person and place names, time words, numerals). Question terms are compared by stem, so "beekeeping"
 finds "beekeeper", and "how strong" asks about a strength.
@@ -224,17 +224,17 @@ def stems(text: str) -> frozenset[str]:
     return frozenset(stem(term) for term in index_terms(text) if term not in STOPWORDS)
 
 
-def holds(sentence: str, kind: AnswerKind, question: Asked, lower_words: frozenset[str] = frozenset()) -> bool:
-    """Does `sentence` hold an answer of `kind` that the question does not already state?
+def answers(sentence: str, kind: AnswerKind, question: Asked, lower_words: frozenset[str] = frozenset()) -> list[str]:
+    """The answers of `kind` that `sentence` holds and the question does not already state (empty: it holds none).
 
-    An alias is held where the sentence introduces one ("also known as", 又名).
+    An alias is held where the sentence introduces one ("also known as", 又名): the answer is that phrase.
 
     `lower_words`: the words the evidence writes in lower case somewhere; a sentence's capitalised first word
     that is not among them is taken for a name ("Sam leads the tours"; not "Tickets cost £8")."""
     if kind is AnswerKind.ALIAS:
-        return bool(_ALIAS.search(sentence))
+        return _ALIAS.findall(sentence)
     if any(is_cjk(char) for char in sentence):
-        return _holds_chinese(sentence, kind, question)
+        return _answers_chinese(sentence, kind, question)
     if kind is AnswerKind.DATE:
         return _new(_DATE.findall(sentence), question)
     if kind is AnswerKind.NUMBER:  # a year is a date, not a quantity
@@ -251,7 +251,7 @@ def holds_calendar_date(sentence: str, question: Asked) -> bool:
     """Does `sentence` hold a date on the calendar that the question does not state ("Time: 20260131_14:00",
     "in May 2019", 1994年), rather than only one relative to when it was said ("tomorrow", "last week")?"""
     found = _CALENDAR_DATE.findall(sentence)
-    return _new_cjk(found, question) if any(is_cjk(char) for char in sentence) else _new(found, question)
+    return bool(_new_cjk(found, question) if any(is_cjk(char) for char in sentence) else _new(found, question))
 
 
 def calendar_dates(text: str) -> list[str]:
@@ -274,31 +274,33 @@ def names(sentence: str, lower_words: frozenset[str]) -> list[str]:
     return found
 
 
-def _new(found: list[str], question: Asked) -> bool:
-    """Is one of the found expressions not simply a word of the question?"""
+def _new(found: list[str], question: Asked) -> list[str]:
+    """The found expressions that are not simply words of the question."""
+    new = []
     for expression in found:
         words = [w for w in index_terms(expression) if w not in STOPWORDS]
         if words and not all(w in question.words for w in words):
-            return True
-    return False
+            new.append(expression)
+    return new
 
 
 _CJK_TAGS = {AnswerKind.PERSON: ("nr",), AnswerKind.PLACE: ("ns",), AnswerKind.DATE: ("t",), AnswerKind.NUMBER: ("m",)}
 
 
-def _holds_chinese(sentence: str, kind: AnswerKind, question: Asked) -> bool:
-    if kind is AnswerKind.DATE and _new_cjk(_DATE.findall(sentence), question):
-        return True
-    if kind is AnswerKind.NUMBER and _new_cjk(_NUMBER.findall(sentence), question):
-        return True
-    if kind is AnswerKind.PERSON and _new(names(sentence, frozenset()), question):
-        return True  # a Latin name in Chinese text ("建筑师Henry A. Walsh")
-    tagged = _tagged(sentence)
-    return any(flag.startswith(_CJK_TAGS[kind]) and word not in question.text for word, flag in tagged)
+def _answers_chinese(sentence: str, kind: AnswerKind, question: Asked) -> list[str]:
+    found = []
+    if kind is AnswerKind.DATE:
+        found = _new_cjk(_DATE.findall(sentence), question)
+    elif kind is AnswerKind.NUMBER:
+        found = _new_cjk(_NUMBER.findall(sentence), question)
+    elif kind is AnswerKind.PERSON:
+        found = _new(names(sentence, frozenset()), question)  # a Latin name in Chinese text ("建筑师Henry A. Walsh")
+    tags = _CJK_TAGS[kind]
+    return [*found, *(word for word, flag in _tagged(sentence) if flag.startswith(tags) and word not in question.text)]
 
 
-def _new_cjk(found: list[str], question: Asked) -> bool:
-    return any(expression.strip() and expression.strip() not in question.text for expression in found)
+def _new_cjk(found: list[str], question: Asked) -> list[str]:
+    return [expression for expression in found if expression.strip() and expression.strip() not in question.text]
 
 
 @lru_cache(maxsize=4096)
