@@ -434,6 +434,18 @@ def test_a_chinese_term_counts_a_little_by_its_characters() -> None:
     assert answer.startswith("宋代姚铉编。")
 
 
+def test_where_prefers_the_sentence_that_says_where_over_one_that_names_places() -> None:
+    text = "The cider mill sells bottles to pubs in London and Bristol. The cider mill is located behind the farm shop."
+    answer = body(compose_extractive_answer("Where is the cider mill?", [chunk(text)]))
+    assert answer.startswith("The cider mill is located behind the farm shop.")
+
+
+def test_a_chinese_where_prefers_the_sentence_that_says_where() -> None:
+    text = "太浩湖的游客多来自旧金山和萨克拉门托。太浩湖位于加利福尼亚州和内华达州的边界上。"
+    answer = body(compose_extractive_answer("太浩湖在哪里？", [chunk(text, "太浩湖")]))
+    assert answer.startswith("太浩湖位于加利福尼亚州和内华达州的边界上。")
+
+
 def test_a_sentence_that_names_a_new_answer_is_no_repeat() -> None:
     text = (
         "HaileyJohnson: Good morning! Just a quick reminder that your fresh bread will be delivered today. "

@@ -65,6 +65,10 @@ _ALIAS = re.compile(
     rf"\bshort\s+for\b|{_ALIAS_WORDS}",
     re.IGNORECASE,
 )
+_LOCATED = re.compile(
+    r"\b(?:located|situated)\b|\blies\s+(?:in|on|at|near)\b|位于|坐落|地处|座落",
+    re.IGNORECASE,
+)
 _ASK_PATTERNS = tuple((kind, re.compile(pattern, re.IGNORECASE)) for kind, pattern in _ASKS)
 _LISTING = re.compile(
     r"\b(?:list|name\s+(?:all|the)|what\s+are\s+(?:the|some)|which\s+\w+\s+(?:are|were)|"
@@ -245,6 +249,12 @@ def answers(sentence: str, kind: AnswerKind, question: Asked, lower_words: froze
         return _new(places, question)
     people = [name for name in names(sentence, lower_words) if not _PLACE_WORDS.search(name.split()[-1])]
     return _new(people, question)
+
+
+def states_place(sentence: str) -> bool:
+    """Does `sentence` say where something is ("lies in", "is located at", 位于, 坐落于), rather than only name a
+    place?"""
+    return bool(_LOCATED.search(sentence))
 
 
 def holds_calendar_date(sentence: str, question: Asked) -> bool:
