@@ -453,3 +453,15 @@ def test_a_sentence_that_names_a_new_answer_is_no_repeat() -> None:
     )
     answer = body(compose_extractive_answer("Who is delivering the fresh bread?", [chunk(text)]))
     assert "Alice" in answer
+
+
+def test_how_many_prefers_the_number_in_the_unit_asked_for() -> None:
+    text = "The juice of 12 orchards is pressed here.\n\nThe juice fills 650 litres a day."
+    answer = body(compose_extractive_answer("How many litres of juice are pressed?", [chunk(text)]))
+    assert answer.startswith("The juice fills 650 litres a day.")
+
+
+def test_a_chinese_how_many_prefers_the_number_in_the_unit_asked_for() -> None:
+    text = "事故中有379名乘客和机组人员受伤。事故中有25人受伤。"
+    answer = body(compose_extractive_answer("事故中有多少人受伤？", [chunk(text)]))
+    assert answer.startswith("事故中有25人受伤。")

@@ -15,8 +15,9 @@ How a sentence scores:
 - a compound word the evidence never uses counts by its two words ("beehives" by "bee" and "hive"), and a Chinese
   term the sentence lacks counts a little by the characters of it that it holds (编 for 编著);
 - more when it holds an answer of the kind the question asks for (a person, a date, a place, a number:
-  `extractive_questions`; a chat message's speaker is a person), and more again when it says where something is
-  ("lies in", 位于) for a question that asks where;
+  `extractive_questions`; a chat message's speaker is a person), and more again when it states the answer as asked:
+  says where something is ("lies in", 位于) for a where-question, counts in the unit a how-many question names
+  ("650 litres", 25人);
 - less when it asks a question itself, unless it offers an answer of the kind asked ("How about 7 pm?").
 
 What is quoted:
@@ -53,7 +54,7 @@ from backend.infrastructure.llm.extractive_questions import (
     calendar_dates,
     holds_calendar_date,
     names,
-    states_place,
+    states,
     stem,
     stems,
 )
@@ -300,7 +301,7 @@ def _score(
             continue
         found_answers = {kind: _answers(sentence, kind, question, passages) for kind in kinds_asked}
         kinds = frozenset(kind for kind, held in found_answers.items() if held)
-        stated = AnswerKind.PLACE in kinds and states_place(sentence.text)  # says where, not only names a place
+        stated = sum(states(sentence.text, kind, question) for kind in kinds)  # "lies in", "650 litres"
         share = (len(kinds) + stated) / len(kinds_asked) if kinds_asked else 0.0
         boost = (1.0 + KIND_WEIGHT * share) * (1.0 + FOCUS_WEIGHT * _about_focus(question, passages, index))
         # A question asks and its reply answers, unless it offers an answer itself ("How about 7 pm?").

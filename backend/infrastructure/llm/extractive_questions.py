@@ -5,8 +5,9 @@ The kinds are a person (who, 谁), a date or time (when, 何时), a place (where
 one ("When was it founded, and by whom?"). The answers of a kind a sentence holds are its matching expressions
 that are not already in the question: a capitalised name the question does not use, a year, a month, a number
 with its unit, a place after "in" or "at", "also known as" or 又名. Chinese sentences are read with jieba's parts
-of speech (person and place names, time words, numerals). Question terms are compared by stem, so "beekeeping"
-finds "beekeeper", and "how strong" asks about a strength.
+of speech (person and place names, time words, numerals). A sentence states an answer when it says where something
+is, or counts in the unit the question counts in. Question terms are compared by stem, so "beekeeping" finds
+"beekeeper", and "how strong" asks about a strength.
 """
 
 from __future__ import annotations
@@ -69,6 +70,9 @@ _LOCATED = re.compile(
     r"\b(?:located|situated)\b|\blies\s+(?:in|on|at|near)\b|位于|坐落|地处|座落",
     re.IGNORECASE,
 )
+_COUNTED = re.compile(r"\bhow\s+many\s+([a-z]+)", re.IGNORECASE)  # the noun it counts
+_CJK_NUMERALS = "一二两三四五六七八九十百千万亿零〇"
+_COUNTED_CJK = re.compile(r"(?:多少|几)([\u4e00-\u9fff])")  # the counter or unit after it
 _ASK_PATTERNS = tuple((kind, re.compile(pattern, re.IGNORECASE)) for kind, pattern in _ASKS)
 _LISTING = re.compile(
     r"\b(?:list|name\s+(?:all|the)|what\s+are\s+(?:the|some)|which\s+\w+\s+(?:are|were)|"
@@ -189,6 +193,7 @@ class Asked:
     words: frozenset[str]  # the question's words as written, lower-cased (a sentence's answer must be new)
     focus: tuple[str, ...]  # the names and titles the question is about, lower-cased ("blossom sunday", "战国无双3")
     parts: tuple[str, ...] = ()  # the questions of a compound question ("When was it founded", "by whom"), or ()
+    unit: str = ""  # what a "how many" question counts in, by stem ("litr" of "how many litres", 人 of 多少人), or ""
 
 
 def asked(question: str) -> Asked:
@@ -202,7 +207,18 @@ def asked(question: str) -> Asked:
     words = frozenset(index_terms(question))
     parts = tuple(part.strip() for part in _SECOND_QUESTION.split(question) if part.strip())
     listing = bool(_LISTING.search(question))
-    return Asked(question, kinds, listing, terms, words, _focus(question), parts if len(parts) > 1 else ())
+    unit = _unit(question)
+    return Asked(question, kinds, listing, terms, words, _focus(question), parts if len(parts) > 1 else (), unit)
+
+
+def _unit(question: str) -> str:
+    """The noun a "how many" question counts ("how many litres": "litr"), or the first character of the unit a
+    Chinese one counts in (多少人: 人, 几辑: 辑, 多少公里: 公)."""
+    english = _COUNTED.search(question)
+    if english:
+        return stem(english.group(1).lower())
+    chinese = _COUNTED_CJK.search(question)
+    return chinese.group(1) if chinese else ""
 
 
 def _focus(question: str) -> tuple[str, ...]:
@@ -251,10 +267,18 @@ def answers(sentence: str, kind: AnswerKind, question: Asked, lower_words: froze
     return _new(people, question)
 
 
-def states_place(sentence: str) -> bool:
-    """Does `sentence` say where something is ("lies in", "is located at", 位于, 坐落于), rather than only name a
-    place?"""
-    return bool(_LOCATED.search(sentence))
+def states(sentence: str, kind: AnswerKind, question: Asked) -> bool:
+    """Does `sentence` state an answer of `kind` as the question asks it, rather than only hold one: says where
+    something is ("lies in", "is located at", 位于) for a place, or counts in the question's unit for a number ("650
+    litres" for "how many litres", 25人 for 多少人)?"""
+    if kind is AnswerKind.PLACE:
+        return bool(_LOCATED.search(sentence))
+    if kind is AnswerKind.NUMBER and question.unit:
+        if is_cjk(question.unit):
+            return bool(re.search(rf"(?:\d|[{_CJK_NUMERALS}])\s*{re.escape(question.unit)}", sentence))
+        counted = re.finditer(r"\d[\d,.]*\s+([A-Za-z-]+)(?:\s+([A-Za-z]+))?", sentence)  # "400 young trees"
+        return any(stem(word.lower()) == question.unit for match in counted for word in match.groups() if word)
+    return False
 
 
 def holds_calendar_date(sentence: str, question: Asked) -> bool:
