@@ -465,3 +465,9 @@ def test_a_chinese_how_many_prefers_the_number_in_the_unit_asked_for() -> None:
     text = "事故中有379名乘客和机组人员受伤。事故中有25人受伤。"
     answer = body(compose_extractive_answer("事故中有多少人受伤？", [chunk(text)]))
     assert answer.startswith("事故中有25人受伤。")
+
+
+def test_another_name_is_found_where_the_text_gives_another_translation() -> None:
+    text = "齿河盗龙的化石发现于阿根廷。齿河盗龙属又译猛禽盗龙，是兽脚亚目的一属。"
+    answer = body(compose_extractive_answer("齿河盗龙又叫什么？", [chunk(text)]))
+    assert answer.startswith("齿河盗龙属又译猛禽盗龙")

@@ -31,7 +31,7 @@ class AnswerKind(StrEnum):
     ALIAS = "alias"  # another name of the thing asked about
 
 
-_ALIAS_WORDS = r"又名|又称|又叫|也叫|也称|亦称|别称|别名|俗称|简称|原名|旧称|本名|通称|全称"
+_ALIAS_WORDS = r"又名|又称|又叫|也叫|也称|亦称|别称|别名|俗称|简称|原名|旧称|本名|通称|全称|又译|亦译|或译|又作|亦作"
 _ASKS = (  # (kind, the question words that ask for it), checked in this order
     (
         AnswerKind.DATE,
