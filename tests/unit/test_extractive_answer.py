@@ -471,3 +471,9 @@ def test_another_name_is_found_where_the_text_gives_another_translation() -> Non
     text = "齿河盗龙的化石发现于阿根廷。齿河盗龙属又译猛禽盗龙，是兽脚亚目的一属。"
     answer = body(compose_extractive_answer("齿河盗龙又叫什么？", [chunk(text)]))
     assert answer.startswith("齿河盗龙属又译猛禽盗龙")
+
+
+def test_a_repeat_with_one_more_date_is_still_a_repeat() -> None:
+    text = "The mill opened in 1998 in the old barn. The mill opened in the old barn in the spring of 1998."
+    answer = body(compose_extractive_answer("When did the mill open?", [chunk(text)]))
+    assert answer.count("The mill opened") == 1

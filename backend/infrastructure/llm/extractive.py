@@ -23,11 +23,11 @@ How a sentence scores:
 What is quoted:
 - the best sentence (for a compound question, the best for each of its questions);
 - further ones while they score close to it, fit a short answer and do not repeat one quoted already (share most
-  of the shorter one's content words, itself or what it brings, and name no answer the quoted ones lack: "Alice is
-  on her way with your bread" after "Your bread will be delivered today" is news). One that holds a question term
-  not yet quoted or an answer of the kind asked goes before one that only names again what is asked about. One
-  without an answer of the kind asked is quoted only when it scores nearly as well as the best (an uncertain
-  choice: both are quoted);
+  of the shorter one's content words, itself or what it brings, and, for a who-question, name no person the quoted
+  ones lack: "Alice is on her way with your bread" after "Your bread will be delivered today" is news). One that
+  holds a question term not yet quoted or an answer of the kind asked goes before one that only names again what
+  is asked about. One without an answer of the kind asked is quoted only when it scores nearly as well as the best
+  (an uncertain choice: both are quoted);
 - with each, what it needs to be read alone: the sentence before it in its block when it leans on it (it opens
   with a pronoun, has one before any name, or says nothing the question does not: "Perfect for fitness lovers
   like you."), a quoted question's reply (in a chat, the next message by someone else), and for an answer to
@@ -349,7 +349,8 @@ def _choose(question: Asked, scored: list[_Scored], first: list[_Scored], passag
         frame = [s for s in _frame(question, candidate, passages) if all(s not in f for f in frames)]
         said = [passages.stems[passages.index[s]] for f in frames for s in f]
         quoted = " ".join(_labelled(s, None) for f in frames for s in f)
-        new_answer = any(answer not in quoted for answer in candidate.answers)
+        # For a who-question, each person named is an answer: one the quoted text lacks is news, not a repeat.
+        new_answer = AnswerKind.PERSON in question.kinds and any(a not in quoted for a in candidate.answers)
         repeated = not new_answer and any(_repeats(passages.stems[passages.index[s]], w) for s in frame for w in said)
         length = sum(len(c.sentence.text) for c in [*chosen, candidate])
         untyped = question.kinds and not candidate.typed and candidate.score < UNSURE * chosen[0].score
