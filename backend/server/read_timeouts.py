@@ -14,6 +14,10 @@ silence between bytes:
 When a deadline passes, a client that has sent part of the request and has no response yet gets a 408 in
 its API's error shape; then the connection is closed. Responses are never cut: once the request is read,
 no deadline runs, so streams (SSE) last as long as they need.
+
+A request h11 cannot parse gets the API's error shape too, not uvicorn's plain-text 400: a 431 when its head
+outgrows h11's buffer before it ends (whether that is seen depends on how the bytes arrive, so a client must
+get the same clear answer either way), a 400 otherwise.
 """
 
 from __future__ import annotations
@@ -24,6 +28,7 @@ import logging
 from typing import ClassVar
 
 import h11
+from h11._connection import DEFAULT_MAX_INCOMPLETE_EVENT_SIZE  # uvicorn's default too
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from backend.server.errors import error_response
@@ -62,6 +67,22 @@ class ReadTimeoutProtocol(H11Protocol):
         self._upgraded = True
         self._read(None)
         super().handle_websocket_upgrade(event)
+
+    def send_400_response(self, msg: str) -> None:
+        """uvicorn calls this when h11 refuses the request; `msg` is uvicorn's plain-text reason."""
+        limit = self.config.h11_max_incomplete_event_size or DEFAULT_MAX_INCOMPLETE_EVENT_SIZE
+        if len(self.conn.trailing_data[0]) > limit:
+            status, code, message = 431, "request_header_too_large", f"the request head is over {limit} bytes"
+        else:
+            status, code, message = 400, "invalid_http_request", "the request is not valid HTTP/1.1"
+        response = error_response("", status, code, message, headers={"Connection": "close"})
+        for event in (
+            h11.Response(status_code=status, headers=response.raw_headers),
+            h11.Data(data=bytes(response.body)),
+            h11.EndOfMessage(),
+        ):
+            self.transport.write(self.conn.send(event) or b"")
+        self.transport.close()
 
     def connection_lost(self, exc: Exception | None) -> None:
         self._read(None)

@@ -131,3 +131,25 @@ async def test_a_body_cut_off_is_answered_408_in_the_shape_of_its_path() -> None
     assert status == 408
     error = json.loads(body)["error"]
     assert error["code"] == "request_timeout" and error["type"] == "invalid_request_error"
+
+
+async def test_a_head_that_outgrows_the_parser_in_pieces_gets_a_431_in_the_apis_shape() -> None:
+    connection = connect()
+    head = b"POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nX-Session-ID: " + b"A" * 100_000 + b"\r\n\r\n"
+    for start in range(0, len(head), 8192):  # the pieces a socket may hand over one read at a time
+        if connection.transport.is_closing():
+            break
+        connection.protocol.data_received(head[start : start + 8192])
+    await connection.closed()
+    [(status, body)] = responses(bytes(connection.transport.written))
+    assert status == 431
+    assert json.loads(body)["error"]["code"] == "request_header_too_large"
+
+
+async def test_a_request_that_is_not_http_gets_a_400_in_the_apis_shape() -> None:
+    connection = connect()
+    connection.protocol.data_received(b"HELLO THERE\r\n\r\n")
+    await connection.closed()
+    [(status, body)] = responses(bytes(connection.transport.written))
+    assert status == 400
+    assert json.loads(body)["error"]["code"] == "invalid_http_request"
