@@ -12,7 +12,7 @@ from backend.infrastructure.llm.extractive import (
     compose_extractive_answer,
     stream_pieces,
 )
-from backend.infrastructure.llm.extractive_questions import AnswerKind, asked
+from backend.infrastructure.llm.extractive_questions import AnswerKind, asked, names
 
 VISITING_ACCESS = """## Accessibility
 
@@ -477,3 +477,10 @@ def test_a_repeat_with_one_more_date_is_still_a_repeat() -> None:
     text = "The mill opened in 1998 in the old barn. The mill opened in the old barn in the spring of 1998."
     answer = body(compose_extractive_answer("When did the mill open?", [chunk(text)]))
     assert answer.count("The mill opened") == 1
+
+
+def test_a_name_is_read_without_its_possessive_and_without_i_or_an_opening_common_word() -> None:
+    assert names("But I’d say Ramsay Bolton takes the cake for me.", frozenset()) == ["Ramsay Bolton"]
+    assert names("I’ll bring the cones and Farrah’s ball.", frozenset()) == ["Farrah"]
+    assert names("The Lighthouse Cafe opens at eight.", frozenset()) == ["Lighthouse Cafe"]
+    assert "orion" in asked("Who is the most hateable character in Orion's opinion?").focus

@@ -119,6 +119,9 @@ _NAME = re.compile(
     r"(?<![A-Za-z])[A-Z][a-z'’]+(?:[A-Z][a-z]+)+(?![a-z])|(?<![A-Za-z])[A-Z][A-Za-z0-9'’.-]*(?:\s+[A-Z][A-Za-z0-9'’.-]*)+"
     r"|(?<![A-Za-z])[A-Z][A-Za-z0-9'’-]+"
 )
+_PRONOUN_I = re.compile(r"I(?:['’](?:m|d|ll|ve))?")
+_POSSESSIVE = re.compile(r"['’]s?$")
+_CAMEL = re.compile(r"[a-z][A-Z]")  # a name written as one word ("LiHua", "JakeWatson")
 _QUESTION_WORDS = frozenset(
     [
         "who",
@@ -294,18 +297,28 @@ def calendar_dates(text: str) -> list[str]:
 
 
 def names(sentence: str, lower_words: frozenset[str]) -> list[str]:
-    """Capitalised words and runs of them (not months or weekdays); the sentence's first word alone only when
-    the evidence never writes it in lower case."""
+    """Capitalised words and runs of them (not months or weekdays), without a possessive ending ("Orion's":
+    Orion) and without "I" in any form ("I'll"); at the sentence's start, without the words the evidence also
+    writes in lower case ("But Ramsay" is Ramsay; "Tickets" alone is no name)."""
     found = []
     for match in _NAME.finditer(sentence):
-        words = match.group(0).split()
-        if all(_CALENDAR.match(w) for w in words) or words[0].lower() in _QUESTION_WORDS:
+        words = [w for w in match.group(0).split() if not _PRONOUN_I.fullmatch(w)]
+        while match.start() == 0 and words and _common(words[0], lower_words) and not _CAMEL.search(words[0]):
+            words.pop(0)  # a sentence's first word is capitalised anyway
+        if not words or all(_CALENDAR.match(w) for w in words) or words[0].lower() in _QUESTION_WORDS:
             continue
-        alone = match.start() == 0 and len(words) == 1 and not re.search(r"[a-z][A-Z]", words[0])
-        if alone and (words[0].lower() in lower_words | STOPWORDS or _NUMBER.fullmatch(words[0])):
-            continue  # a sentence's first word is capitalised anyway
-        found.append(match.group(0))
+        if len(words) == 1 and _NUMBER.fullmatch(words[0]):
+            continue
+        found.append(_POSSESSIVE.sub("", " ".join(words)))
     return found
+
+
+def _common(word: str, lower_words: frozenset[str]) -> bool:
+    """Is the word one the evidence writes in lower case, or a stopword (with its contraction: "Don't")?"""
+    lower = word.lower().replace("’", "'")
+    if {lower, lower.replace("'", "’")} & lower_words:
+        return True
+    return lower in STOPWORDS or lower.split("'")[0] in STOPWORDS
 
 
 def _new(found: list[str], question: Asked) -> list[str]:
