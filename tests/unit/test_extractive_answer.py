@@ -484,3 +484,18 @@ def test_a_name_is_read_without_its_possessive_and_without_i_or_an_opening_commo
     assert names("I’ll bring the cones and Farrah’s ball.", frozenset()) == ["Farrah"]
     assert names("The Lighthouse Cafe opens at eight.", frozenset()) == ["Lighthouse Cafe"]
     assert "orion" in asked("Who is the most hateable character in Orion's opinion?").focus
+
+
+def test_a_chinese_where_takes_the_place_a_sentence_says_something_is_at() -> None:
+    text = "诺丁汉郡的行政区划中，曼斯菲尔德是第1大镇，萨顿是第2大镇。行政总部位于西布里奇福德。"
+    answer = body(compose_extractive_answer("诺丁汉郡的行政总部在哪？", [chunk(text)]))
+    assert answer.startswith("行政总部位于西布里奇福德。")
+
+
+def test_a_chinese_how_many_counts_in_a_unit_the_tagger_does_not_know() -> None:
+    text = (
+        "《历史也疯狂》是香港亚洲电视1991年制作的电视节目，一共播出了多年。"
+        "曾经在1993年于本港台重播第一辑，也曾经在卫视中文台播放。《历史也疯狂》共有三辑，早期以短剧分辑数。"
+    )
+    answer = body(compose_extractive_answer("《历史也疯狂》一共有几辑?", [chunk(text)]))
+    assert answer.startswith("《历史也疯狂》共有三辑")

@@ -66,10 +66,9 @@ _ALIAS = re.compile(
     rf"\bshort\s+for\b|{_ALIAS_WORDS}",
     re.IGNORECASE,
 )
-_LOCATED = re.compile(
-    r"\b(?:located|situated)\b|\blies\s+(?:in|on|at|near)\b|位于|坐落|地处|座落",
-    re.IGNORECASE,
-)
+_LOCATED_CJK = r"位于|坐落|地处|座落"
+_LOCATED = re.compile(rf"\b(?:located|situated)\b|\blies\s+(?:in|on|at|near)\b|{_LOCATED_CJK}", re.IGNORECASE)
+_LOCATED_AT = re.compile(rf"(?:{_LOCATED_CJK})[于在]?([^，。；、,;:：（(）)]{{2,}})")  # the place named after it
 _COUNTED = re.compile(r"\bhow\s+many\s+([a-z]+)", re.IGNORECASE)  # the noun it counts
 _CJK_NUMERALS = "一二两三四五六七八九十百千万亿零〇"
 _COUNTED_CJK = re.compile(r"(?:多少|几)([\u4e00-\u9fff])")  # the counter or unit after it
@@ -278,7 +277,7 @@ def states(sentence: str, kind: AnswerKind, question: Asked) -> bool:
         return bool(_LOCATED.search(sentence))
     if kind is AnswerKind.NUMBER and question.unit:
         if is_cjk(question.unit):
-            return bool(re.search(rf"(?:\d|[{_CJK_NUMERALS}])\s*{re.escape(question.unit)}", sentence))
+            return bool(_counted_cjk(sentence, question))
         counted = re.finditer(r"\d[\d,.]*\s+([A-Za-z-]+)(?:\s+([A-Za-z]+))?", sentence)  # "400 young trees"
         return any(stem(word.lower()) == question.unit for match in counted for word in match.groups() if word)
     return False
@@ -339,11 +338,20 @@ def _answers_chinese(sentence: str, kind: AnswerKind, question: Asked) -> list[s
     if kind is AnswerKind.DATE:
         found = _new_cjk(_DATE.findall(sentence), question)
     elif kind is AnswerKind.NUMBER:
-        found = _new_cjk(_NUMBER.findall(sentence), question)
+        found = _new_cjk([*_NUMBER.findall(sentence), *_counted_cjk(sentence, question)], question)
+    elif kind is AnswerKind.PLACE:
+        found = _new_cjk(_LOCATED_AT.findall(sentence), question)
     elif kind is AnswerKind.PERSON:
         found = _new(names(sentence, frozenset()), question)  # a Latin name in Chinese text ("建筑师Henry A. Walsh")
     tags = _CJK_TAGS[kind]
     return [*found, *(word for word, flag in _tagged(sentence) if flag.startswith(tags) and word not in question.text)]
+
+
+def _counted_cjk(sentence: str, question: Asked) -> list[str]:
+    """The counts in the Chinese unit the question asks for (三辑 for 几辑), which the tagger may not know."""
+    if not question.unit or not is_cjk(question.unit):
+        return []
+    return re.findall(rf"(?:\d[\d,.]*|[{_CJK_NUMERALS}]+)\s*{re.escape(question.unit)}", sentence)
 
 
 def _new_cjk(found: list[str], question: Asked) -> list[str]:
