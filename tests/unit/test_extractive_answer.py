@@ -499,3 +499,13 @@ def test_a_chinese_how_many_counts_in_a_unit_the_tagger_does_not_know() -> None:
     )
     answer = body(compose_extractive_answer("《历史也疯狂》一共有几辑?", [chunk(text)]))
     assert answer.startswith("《历史也疯狂》共有三辑")
+
+
+def test_why_prefers_the_sentence_that_gives_a_reason() -> None:
+    text = (
+        "The orchard sold perry from its own pear trees for twenty years. Perry sales at the orchard stopped in 1998. "
+        "The pear trees had been felled because fireblight had spread through them."
+    )
+    answer = body(compose_extractive_answer("Why did the orchard stop selling perry?", [chunk(text)]))
+    assert "because fireblight" in answer and "twenty years" not in answer
+    assert asked("凤头鹦鹉为什么被降级为亚科？").kinds == (AnswerKind.REASON,)

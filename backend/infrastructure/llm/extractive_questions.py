@@ -29,6 +29,7 @@ class AnswerKind(StrEnum):
     PLACE = "place"
     NUMBER = "number"
     ALIAS = "alias"  # another name of the thing asked about
+    REASON = "reason"  # why something is or happened
 
 
 _ALIAS_WORDS = r"又名|又称|又叫|也叫|也称|亦称|别称|别名|俗称|简称|原名|旧称|本名|通称|全称|又译|亦译|或译|又作|亦作"
@@ -60,10 +61,16 @@ _ASKS = (  # (kind, the question words that ask for it), checked in this order
         r"\b(?:also|otherwise)\s+(?:called|known)\b|\b(?:other|another|full|short)\s+name\b|\bnickname|"
         rf"{_ALIAS_WORDS}|还叫|又(?:可以|可|被|能)(?:叫|称)|叫什么名|什么别名",
     ),
+    (AnswerKind.REASON, r"\bwhy\b|\bfor\s+what\s+reason\b|为什么|为何|何故|什么原因|原因是什么"),
 )
 _ALIAS = re.compile(
     r"\b(?:also|otherwise|formerly|commonly)\s+(?:called|known\s+as|named)\b|\bnicknamed\b|\ba\.?k\.?a\.?\b|"
     rf"\bshort\s+for\b|{_ALIAS_WORDS}",
+    re.IGNORECASE,
+)
+_REASON = re.compile(
+    r"\b(?:because|due\s+to|owing\s+to|thanks\s+to|as\s+a\s+result|so\s+that|in\s+order\s+to|named\s+after)\b|"
+    r"因为|由于|因此|所以|以致|为了|以便|得名|原因",
     re.IGNORECASE,
 )
 _LOCATED_CJK = r"位于|坐落|地处|座落"
@@ -255,6 +262,8 @@ def answers(sentence: str, kind: AnswerKind, question: Asked, lower_words: froze
     that is not among them is taken for a name ("Sam leads the tours"; not "Tickets cost £8")."""
     if kind is AnswerKind.ALIAS:
         return _ALIAS.findall(sentence)
+    if kind is AnswerKind.REASON:
+        return _REASON.findall(sentence)
     if any(is_cjk(char) for char in sentence):
         return _answers_chinese(sentence, kind, question)
     if kind is AnswerKind.DATE:
