@@ -12,7 +12,7 @@ from backend.infrastructure.llm.extractive import (
     compose_extractive_answer,
     stream_pieces,
 )
-from backend.infrastructure.llm.extractive_questions import AnswerKind, asked, names
+from backend.infrastructure.llm.extractive_questions import AnswerKind, answers, asked, names
 
 VISITING_ACCESS = """## Accessibility
 
@@ -509,3 +509,11 @@ def test_why_prefers_the_sentence_that_gives_a_reason() -> None:
     answer = body(compose_extractive_answer("Why did the orchard stop selling perry?", [chunk(text)]))
     assert "because fireblight" in answer and "twenty years" not in answer
     assert asked("凤头鹦鹉为什么被降级为亚科？").kinds == (AnswerKind.REASON,)
+
+
+def test_where_someone_is_from_prefers_the_sentence_that_says_so() -> None:
+    text = "Agnes Wren lived in Little Merrow and sold fruit in Merrow. Agnes Wren was born in Ashcombe, a market town."
+    answer = body(compose_extractive_answer("Where was Agnes Wren from?", [chunk(text)]))
+    assert answer.startswith("Agnes Wren was born in Ashcombe")
+    origin = answers("袁彭年，字介眉，别号特邱，湖广公安人。", AnswerKind.PLACE, asked("袁彭年是哪里人？"))
+    assert "湖广公安" in origin

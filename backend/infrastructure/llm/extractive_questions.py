@@ -73,6 +73,9 @@ _REASON = re.compile(
     r"因为|由于|因此|所以|以致|为了|以便|得名|原因",
     re.IGNORECASE,
 )
+_ASKS_ORIGIN = re.compile(r"哪里人|哪儿人|何地人|何处人|哪国人|籍贯|\bwhere\b.*\b(?:from|born)\b", re.IGNORECASE)
+_ORIGIN_CJK = re.compile(r"([^，。；、,;（(]{2,})人(?=[。，；）)]|$)")  # 湖广公安人。: the place before 人
+_ORIGIN = re.compile(rf"{_ORIGIN_CJK.pattern}|\b(?:born\s+in|comes?\s+from|native\s+of)\b", re.IGNORECASE)
 _LOCATED_CJK = r"位于|坐落|地处|座落"
 _LOCATED = re.compile(rf"\b(?:located|situated)\b|\blies\s+(?:in|on|at|near)\b|{_LOCATED_CJK}", re.IGNORECASE)
 _LOCATED_AT = re.compile(rf"(?:{_LOCATED_CJK})[于在]?([^，。；、,;:：（(）)]{{2,}})")  # the place named after it
@@ -203,6 +206,7 @@ class Asked:
     focus: tuple[str, ...]  # the names and titles the question is about, lower-cased ("blossom sunday", "战国无双3")
     parts: tuple[str, ...] = ()  # the questions of a compound question ("When was it founded", "by whom"), or ()
     unit: str = ""  # what a "how many" question counts in, by stem ("litr" of "how many litres", 人 of 多少人), or ""
+    origin: bool = False  # it asks where someone is from ("where was she born", 哪里人, 籍贯)
 
 
 def asked(question: str) -> Asked:
@@ -217,7 +221,9 @@ def asked(question: str) -> Asked:
     parts = tuple(part.strip() for part in _SECOND_QUESTION.split(question) if part.strip())
     listing = bool(_LISTING.search(question))
     unit = _unit(question)
-    return Asked(question, kinds, listing, terms, words, _focus(question), parts if len(parts) > 1 else (), unit)
+    compound = parts if len(parts) > 1 else ()
+    origin = bool(_ASKS_ORIGIN.search(question))
+    return Asked(question, kinds, listing, terms, words, _focus(question), compound, unit, origin)
 
 
 def _unit(question: str) -> str:
@@ -279,11 +285,11 @@ def answers(sentence: str, kind: AnswerKind, question: Asked, lower_words: froze
 
 
 def states(sentence: str, kind: AnswerKind, question: Asked) -> bool:
-    """Does `sentence` state an answer of `kind` as the question asks it, rather than only hold one: says where
-    something is ("lies in", "is located at", 位于) for a place, or counts in the question's unit for a number ("650
-    litres" for "how many litres", 25人 for 多少人)?"""
+    """Does `sentence` state an answer of `kind` as the question asks it, rather than only hold one: for a place,
+    says where something is ("lies in", 位于) or, asked where someone is from, where ("born in", 湖广公安人); for a
+    number, counts in the question's unit ("650 litres" for "how many litres", 25人 for 多少人)?"""
     if kind is AnswerKind.PLACE:
-        return bool(_LOCATED.search(sentence))
+        return bool(_LOCATED.search(sentence) or (question.origin and _ORIGIN.search(sentence)))
     if kind is AnswerKind.NUMBER and question.unit:
         if is_cjk(question.unit):
             return bool(_counted_cjk(sentence, question))
@@ -349,7 +355,8 @@ def _answers_chinese(sentence: str, kind: AnswerKind, question: Asked) -> list[s
     elif kind is AnswerKind.NUMBER:
         found = _new_cjk([*_NUMBER.findall(sentence), *_counted_cjk(sentence, question)], question)
     elif kind is AnswerKind.PLACE:
-        found = _new_cjk(_LOCATED_AT.findall(sentence), question)
+        origins = _ORIGIN_CJK.findall(sentence) if question.origin else []
+        found = _new_cjk([*_LOCATED_AT.findall(sentence), *origins], question)
     elif kind is AnswerKind.PERSON:
         found = _new(names(sentence, frozenset()), question)  # a Latin name in Chinese text ("建筑师Henry A. Walsh")
     tags = _CJK_TAGS[kind]
