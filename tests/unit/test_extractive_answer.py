@@ -517,3 +517,9 @@ def test_where_someone_is_from_prefers_the_sentence_that_says_so() -> None:
     assert answer.startswith("Agnes Wren was born in Ashcombe")
     origin = answers("袁彭年，字介眉，别号特邱，湖广公安人。", AnswerKind.PLACE, asked("袁彭年是哪里人？"))
     assert "湖广公安" in origin
+
+
+def test_which_few_in_chinese_asks_for_a_list_not_a_number() -> None:
+    question = asked("新角龙类包含哪几类恐龙？")
+    assert question.kinds == () and question.listing
+    assert asked("这部剧一共有几辑？").kinds == (AnswerKind.NUMBER,)

@@ -53,7 +53,7 @@ _ASKS = (  # (kind, the question words that ask for it), checked in this order
     (
         AnswerKind.NUMBER,
         r"\bhow\s+(?:many|much|long|old|far|big|tall|high|strong|heavy|large|often|fast|deep|wide)\b|"
-        r"\bwhat\s+(?:percentage|number|amount|price|cost|age|size|strength|temperature)\b|多少|几(?!乎)|多大|多长|多高|"
+        r"\bwhat\s+(?:percentage|number|amount|price|cost|age|size|strength|temperature)\b|多少|(?<!哪)几(?!乎)|多大|多长|多高|"
         r"多久|多重|多远|多深|多宽",
     ),
     (
@@ -85,7 +85,7 @@ _COUNTED_CJK = re.compile(r"(?:多少|几)([\u4e00-\u9fff])")  # the counter or 
 _ASK_PATTERNS = tuple((kind, re.compile(pattern, re.IGNORECASE)) for kind, pattern in _ASKS)
 _LISTING = re.compile(
     r"\b(?:list|name\s+(?:all|the)|what\s+are\s+(?:the|some)|which\s+\w+\s+(?:are|were)|"
-    r"what\s+\w+\s+(?:are|were)\s+(?:there|offered|available|sold|grown))\b|哪些|有哪|列出",
+    r"what\s+\w+\s+(?:are|were)\s+(?:there|offered|available|sold|grown))\b|哪些|有哪|哪几|列出",
     re.IGNORECASE,
 )
 
