@@ -523,3 +523,12 @@ def test_which_few_in_chinese_asks_for_a_list_not_a_number() -> None:
     question = asked("新角龙类包含哪几类恐龙？")
     assert question.kinds == () and question.listing
     assert asked("这部剧一共有几辑？").kinds == (AnswerKind.NUMBER,)
+
+
+def test_when_the_question_names_a_documents_subject_another_document_is_not_about_its_focus() -> None:
+    evidence = [
+        chunk("Every Thursday she sold fruit and honey from a handcart at the market.", "Agnes Wren"),
+        chunk("At Merrow market a plaque remembers Agnes Wren and her stall.", "Merrow Market"),
+    ]
+    answer = body(compose_extractive_answer("What did Agnes Wren sell at the market?", evidence))
+    assert answer.startswith("Every Thursday she sold fruit")

@@ -87,6 +87,7 @@ RANK_DECAY = 0.03  # per place of its source in the evidence
 STAMP_WORDS = 4  # at most this many words after its label make a line a date stamp ("Time: 20260930_16:00")
 MIN_PART = 3  # letters of each word of a compound word
 REPEATED = 0.7  # share of the shorter one's terms that two sentences share when one repeats the other
+_QUALIFIER = re.compile(r"\s*[(（][^()（）]*[)）]\s*$")  # a title's bracketed qualifier: "加拿大广场 (温哥华)"
 _ASKS = re.compile(r"[?？][^\w?？]*$")
 _PRONOUN_START = re.compile(r"^(?:he|she|it|they|this|these|that|those|his|her|its|their|him|them)\b|^[他她它其该此]")
 # A third-person pronoun inside a sentence; it refers back to an earlier sentence unless a name comes before it.
@@ -274,9 +275,10 @@ def _weights(question: Asked, presence: list[list[tuple[float, float]]], emphasi
     ]
 
 
-def _about_focus(question: Asked, passages: _Passages, index: int) -> float:
-    """1 when the sentence names the question's focus, half when only its chunk does, else 0."""
-    if not question.focus:
+def _about_focus(question: Asked, passages: _Passages, index: int, named: frozenset[int]) -> float:
+    """1 when the sentence names the question's focus, half when only its chunk does, else 0; 0 as well when the
+    question names the subject of some documents (`named`, by `_named_documents`) and the sentence is in another."""
+    if not question.focus or (named and passages.sentences[index].source not in named):
         return 0.0
     if any(name in passages.texts[index] for name in question.focus):
         return 1.0
@@ -284,9 +286,25 @@ def _about_focus(question: Asked, passages: _Passages, index: int) -> float:
     return 0.5 if any(name in chunk for name in question.focus) else 0.0
 
 
+def _named_documents(question: Asked, passages: _Passages) -> frozenset[int]:
+    """The sources whose document's subject the question names: their title, without a bracketed qualifier
+    ("加拿大广场 (温哥华)"), written in the question."""
+    text = question.text.lower()
+    named = set()
+    for source, title in passages.titles.items():
+        subject = _QUALIFIER.sub("", title).strip()
+        if len(subject) < 2:
+            continue
+        # Chinese has no spaces between words: 吊钟 is named in 吊钟花如何繁殖.
+        if subject in text if is_cjk(subject[0]) else re.search(rf"(?<!\w){re.escape(subject)}(?!\w)", text):
+            named.add(source)
+    return frozenset(named)
+
+
 def _score(
     question: Asked, passages: _Passages, kinds_asked: tuple[AnswerKind, ...], emphasis: frozenset[str] = frozenset()
 ) -> list[_Scored]:
+    named = _named_documents(question, passages)
     presence = [[passages.presence(term, i) for term in question.terms] for i in range(len(passages.sentences))]
     weights = _weights(question, presence, emphasis)
     total = sum(weights) or 1.0
@@ -303,7 +321,7 @@ def _score(
         kinds = frozenset(kind for kind, held in found_answers.items() if held)
         stated = sum(states(sentence.text, kind, question) for kind in kinds)  # "lies in", "650 litres"
         share = (len(kinds) + stated) / len(kinds_asked) if kinds_asked else 0.0
-        boost = (1.0 + KIND_WEIGHT * share) * (1.0 + FOCUS_WEIGHT * _about_focus(question, passages, index))
+        boost = (1.0 + KIND_WEIGHT * share) * (1.0 + FOCUS_WEIGHT * _about_focus(question, passages, index, named))
         # A question asks and its reply answers, unless it offers an answer itself ("How about 7 pm?").
         asking = QUESTION_PENALTY if _is_question(sentence.text) and not kinds else 1.0
         score = found / total * boost * asking * (1.0 - RANK_DECAY * (sentence.source - 1))
