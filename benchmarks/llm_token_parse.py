@@ -26,6 +26,7 @@ import time
 from collections.abc import AsyncIterator, Awaitable, Callable
 from contextlib import AbstractAsyncContextManager, asynccontextmanager
 from dataclasses import asdict, dataclass
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -218,6 +219,7 @@ def report(results: list[Result], tokens: int, rounds: int) -> dict[str, Any]:
     print(f"limit {MAX_RATIO}: {verdict}")
     return {
         "benchmark": "llm_token_parse",
+        "date": datetime.now(UTC).isoformat(timespec="seconds"),
         "tokens": tokens,
         "rounds": rounds,
         "python": platform.python_version(),
