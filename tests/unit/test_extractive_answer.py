@@ -532,3 +532,12 @@ def test_when_the_question_names_a_documents_subject_another_document_is_not_abo
     ]
     answer = body(compose_extractive_answer("What did Agnes Wren sell at the market?", evidence))
     assert answer.startswith("Every Thursday she sold fruit")
+
+
+def test_a_chinese_sentence_without_a_subject_of_its_own_comes_with_the_one_it_continues() -> None:
+    text = (
+        "金盏花原产于南欧，是一种常见的园艺植物。金盏花的提取物中含有皂角苷与芳香油，可用来制作化妆品。"
+        "可减轻发炎及舒缓肌肤。金盏花的花期很长，作为观赏植物很受欢迎。金盏花也可作为食用色素。"
+    )
+    answer = body(compose_extractive_answer("金盏花作为化妆品有什么作用？", [chunk(text, "金盏花")]))
+    assert "可用来制作化妆品。 可减轻发炎及舒缓肌肤。" in answer

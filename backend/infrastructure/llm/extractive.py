@@ -89,6 +89,7 @@ MIN_PART = 3  # letters of each word of a compound word
 REPEATED = 0.7  # share of the shorter one's terms that two sentences share when one repeats the other
 _QUALIFIER = re.compile(r"\s*[(（][^()（）]*[)）]\s*$")  # a title's bracketed qualifier: "加拿大广场 (温哥华)"
 _ASKS = re.compile(r"[?？][^\w?？]*$")
+_CONTINUES = re.compile(r"^(?:[这此该其它也并可为]|因为|由于)")  # see `_continues`
 _PRONOUN_START = re.compile(r"^(?:he|she|it|they|this|these|that|those|his|her|its|their|him|them)\b|^[他她它其该此]")
 # A third-person pronoun inside a sentence; it refers back to an earlier sentence unless a name comes before it.
 _PRONOUN = re.compile(r"\b(?:he|she|it|they|his|her|its|their|him|them)\b", re.IGNORECASE)
@@ -393,8 +394,9 @@ def _repeats(words: frozenset[str], other: frozenset[str]) -> bool:
 
 def _frame(question: Asked, item: _Scored, passages: _Passages) -> list[Sentence]:
     """The sentence with what it needs to be read alone: the sentence before it in its block when it refers back
-    to it (it opens with a pronoun, has one before any name, or says nothing the question does not), and after a
-    question in the text its reply (in a chat, the next message by someone else)."""
+    to it (it opens with a pronoun, has one before any name, or says nothing the question does not), after a
+    question in the text its reply (in a chat, the next message by someone else), and the next sentence when it
+    goes on with what this one says (`_continues`)."""
     sentence = item.sentence
     framed = [sentence]
     previous = passages.neighbour(sentence, -1)
@@ -403,7 +405,19 @@ def _frame(question: Asked, item: _Scored, passages: _Passages) -> list[Sentence
     reply = passages.reply(sentence)
     if reply is not None and _is_question(sentence.text):
         framed.append(reply)
+    following = passages.neighbour(sentence, 1)
+    if following is not None and following not in framed and _continues(following, sentence, passages):
+        framed.append(following)
     return framed
+
+
+def _continues(following: Sentence, sentence: Sentence, passages: _Passages) -> bool:
+    """Does the next sentence of the block go on saying what `sentence` says, without repeating it: a Chinese
+    sentence that opens with a demonstrative or with no subject of its own (它是一个无色液体; 为国有股份制公司;
+    可减轻发炎)?"""
+    if following.block != sentence.block or not _CONTINUES.match(following.text):
+        return False
+    return not _repeats(passages.stems[passages.index[following]], passages.stems[passages.index[sentence]])
 
 
 def _refers_back(question: Asked, item: _Scored, passages: _Passages) -> bool:
