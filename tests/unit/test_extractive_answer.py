@@ -541,3 +541,13 @@ def test_a_chinese_sentence_without_a_subject_of_its_own_comes_with_the_one_it_c
     )
     answer = body(compose_extractive_answer("金盏花作为化妆品有什么作用？", [chunk(text, "金盏花")]))
     assert "可用来制作化妆品。 可减轻发炎及舒缓肌肤。" in answer
+
+
+def test_when_someone_died_prefers_the_sentence_that_tells_of_the_death_however_it_is_said() -> None:
+    text = "陈荣捷，广东开平人。1966年退休。1978年，当选台湾中央研究院院士。1980年获颁荣誉学位。1994年病逝于美国。"
+    answer = body(compose_extractive_answer("陈荣捷卒于哪一年？", [chunk(text, "陈荣捷")]))
+    assert answer.startswith("1994年病逝于美国。")
+    text = "Margit Solberg came to the valley in 1950. She married Elias in 1952. In 1961 she introduced keeving. "
+    text += "She died at Wrenfield in 1998."
+    answer = body(compose_extractive_answer("When did Margit Solberg pass away?", [chunk(text, "Margit Solberg")]))
+    assert "She died at Wrenfield in 1998." in answer

@@ -76,6 +76,11 @@ _REASON = re.compile(
 _ASKS_ORIGIN = re.compile(r"哪里人|哪儿人|何地人|何处人|哪国人|籍贯|\bwhere\b.*\b(?:from|born)\b", re.IGNORECASE)
 _ORIGIN_CJK = re.compile(r"([^，。；、,;（(]{2,})人(?=[。，；）)]|$)")  # 湖广公安人。: the place before 人
 _ORIGIN = re.compile(rf"{_ORIGIN_CJK.pattern}|\b(?:born\s+in|comes?\s+from|native\s+of)\b", re.IGNORECASE)
+# A death or a birth, however it is said: a question about one is answered by a sentence that tells of it.
+_LIFE_EVENTS = (
+    re.compile(r"卒|逝世|去世|病逝|过世|死|殁|\bdie[ds]?\b|\bdeath\b|\bpass(?:ed|es)?\s+away\b", re.IGNORECASE),
+    re.compile(r"出生|生于|诞生|\bborn\b|\bbirth", re.IGNORECASE),
+)
 _LOCATED_CJK = r"位于|坐落|地处|座落"
 _LOCATED = re.compile(rf"\b(?:located|situated)\b|\blies\s+(?:in|on|at|near)\b|{_LOCATED_CJK}", re.IGNORECASE)
 _LOCATED_AT = re.compile(rf"(?:{_LOCATED_CJK})[于在]?([^，。；、,;:：（(）)]{{2,}})")  # the place named after it
@@ -207,6 +212,7 @@ class Asked:
     parts: tuple[str, ...] = ()  # the questions of a compound question ("When was it founded", "by whom"), or ()
     unit: str = ""  # what a "how many" question counts in, by stem ("litr" of "how many litres", 人 of 多少人), or ""
     origin: bool = False  # it asks where someone is from ("where was she born", 哪里人, 籍贯)
+    event: re.Pattern[str] | None = None  # the birth or death it asks the date or place of (`_LIFE_EVENTS`)
 
 
 def asked(question: str) -> Asked:
@@ -223,7 +229,8 @@ def asked(question: str) -> Asked:
     unit = _unit(question)
     compound = parts if len(parts) > 1 else ()
     origin = bool(_ASKS_ORIGIN.search(question))
-    return Asked(question, kinds, listing, terms, words, _focus(question), compound, unit, origin)
+    event = next((e for e in _LIFE_EVENTS if e.search(question)), None)
+    return Asked(question, kinds, listing, terms, words, _focus(question), compound, unit, origin, event)
 
 
 def _unit(question: str) -> str:
@@ -287,9 +294,13 @@ def answers(sentence: str, kind: AnswerKind, question: Asked, lower_words: froze
 def states(sentence: str, kind: AnswerKind, question: Asked) -> bool:
     """Does `sentence` state an answer of `kind` as the question asks it, rather than only hold one: for a place,
     says where something is ("lies in", 位于) or, asked where someone is from, where ("born in", 湖广公安人); for a
-    number, counts in the question's unit ("650 litres" for "how many litres", 25人 for 多少人)?"""
-    if kind is AnswerKind.PLACE:
-        return bool(_LOCATED.search(sentence) or (question.origin and _ORIGIN.search(sentence)))
+    place or date of a birth or death, tells of it (卒 asked, 病逝 told); for a number, counts in the question's
+    unit ("650 litres" for "how many litres", 25人 for 多少人)?"""
+    origin = question.origin and _ORIGIN.search(sentence)
+    if kind is AnswerKind.PLACE and (_LOCATED.search(sentence) or origin):
+        return True
+    if kind in (AnswerKind.PLACE, AnswerKind.DATE) and question.event is not None:
+        return bool(question.event.search(sentence))  # "卒于哪一年": 1994年病逝于美国
     if kind is AnswerKind.NUMBER and question.unit:
         if is_cjk(question.unit):
             return bool(_counted_cjk(sentence, question))
