@@ -551,3 +551,13 @@ def test_when_someone_died_prefers_the_sentence_that_tells_of_the_death_however_
     text += "She died at Wrenfield in 1998."
     answer = body(compose_extractive_answer("When did Margit Solberg pass away?", [chunk(text, "Margit Solberg")]))
     assert "She died at Wrenfield in 1998." in answer
+
+
+def test_what_colour_prefers_the_sentence_that_names_a_colour_the_question_does_not() -> None:
+    text = "Kingston Black is a cider apple from Somerset. Its trees are slow to crop. The fruit is small and dark red."
+    answer = body(compose_extractive_answer("What colour is a Kingston Black apple?", [chunk(text, "Kingston Black")]))
+    assert answer.startswith("The fruit is small and dark red.") and "slow to crop" not in answer
+    text = "颊鳞雀鲷为雀鲷科的其中一种。本鱼体呈椭圆形而侧扁。眶下骨具鳞，下缘具锯齿。"
+    text += "幼鱼时黄色较显著，成鱼后则黄色较淡。"
+    answer = body(compose_extractive_answer("颊鳞雀鲷的身体颜色是怎样变化的？", [chunk(text, "颊鳞雀鲷")]))
+    assert answer.startswith("幼鱼时黄色较显著")

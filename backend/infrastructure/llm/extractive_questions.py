@@ -30,6 +30,7 @@ class AnswerKind(StrEnum):
     NUMBER = "number"
     ALIAS = "alias"  # another name of the thing asked about
     REASON = "reason"  # why something is or happened
+    COLOUR = "colour"
 
 
 _ALIAS_WORDS = r"又名|又称|又叫|也叫|也称|亦称|别称|别名|俗称|简称|原名|旧称|本名|通称|全称|又译|亦译|或译|又作|亦作"
@@ -62,6 +63,7 @@ _ASKS = (  # (kind, the question words that ask for it), checked in this order
         rf"{_ALIAS_WORDS}|还叫|又(?:可以|可|被|能)(?:叫|称)|叫什么名|什么别名",
     ),
     (AnswerKind.REASON, r"\bwhy\b|\bfor\s+what\s+reason\b|为什么|为何|何故|什么原因|原因是什么"),
+    (AnswerKind.COLOUR, r"\b(?:what|which)\s+colou?rs?\b|颜色|什么色|何色"),
 )
 _ALIAS = re.compile(
     r"\b(?:also|otherwise|formerly|commonly)\s+(?:called|known\s+as|named)\b|\bnicknamed\b|\ba\.?k\.?a\.?\b|"
@@ -80,6 +82,11 @@ _ORIGIN = re.compile(rf"{_ORIGIN_CJK.pattern}|\b(?:born\s+in|comes?\s+from|nativ
 _LIFE_EVENTS = (
     re.compile(r"卒|逝世|去世|病逝|过世|死|殁|\bdie[ds]?\b|\bdeath\b|\bpass(?:ed|es)?\s+away\b", re.IGNORECASE),
     re.compile(r"出生|生于|诞生|\bborn\b|\bbirth", re.IGNORECASE),
+)
+_COLOUR = re.compile(
+    r"[浅深暗淡亮]?[黑白红黄蓝绿紫灰褐棕橙粉金银青赤橘]+色|\b(?:light|dark|pale|bright)?\s?(?:red|orange|yellow|green|blue|"
+    r"purple|violet|pink|brown|black|white|grey|gray|golden|silver)\b",
+    re.IGNORECASE,
 )
 _LOCATED_CJK = r"位于|坐落|地处|座落"
 _LOCATED = re.compile(rf"\b(?:located|situated)\b|\blies\s+(?:in|on|at|near)\b|{_LOCATED_CJK}", re.IGNORECASE)
@@ -277,6 +284,9 @@ def answers(sentence: str, kind: AnswerKind, question: Asked, lower_words: froze
         return _ALIAS.findall(sentence)
     if kind is AnswerKind.REASON:
         return _REASON.findall(sentence)
+    if kind is AnswerKind.COLOUR:  # not a colour the question names ("Kingston Black")
+        colours = [found.strip() for found in _COLOUR.findall(sentence)]
+        return _new_cjk(colours, question) if any(is_cjk(char) for char in sentence) else _new(colours, question)
     if any(is_cjk(char) for char in sentence):
         return _answers_chinese(sentence, kind, question)
     if kind is AnswerKind.DATE:
