@@ -561,3 +561,10 @@ def test_what_colour_prefers_the_sentence_that_names_a_colour_the_question_does_
     text += "幼鱼时黄色较显著，成鱼后则黄色较淡。"
     answer = body(compose_extractive_answer("颊鳞雀鲷的身体颜色是怎样变化的？", [chunk(text, "颊鳞雀鲷")]))
     assert answer.startswith("幼鱼时黄色较显著")
+
+
+def test_a_chinese_sentence_opening_with_a_month_comes_with_the_sentence_that_gives_its_year() -> None:
+    text = "金华是浙江省的一个城市。1949年5月，中国人民解放军占领金华，设金华县。"
+    text += "10月析金华县城区设金华市，1950年撤金华市。"
+    answer = body(compose_extractive_answer("金华市是什么时候设立的？", [chunk(text, "金华市")]))
+    assert "设金华县。 10月析金华县城区设金华市" in answer

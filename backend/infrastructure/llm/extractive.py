@@ -90,6 +90,7 @@ REPEATED = 0.7  # share of the shorter one's terms that two sentences share when
 _QUALIFIER = re.compile(r"\s*[(（][^()（）]*[)）]\s*$")  # a title's bracketed qualifier: "加拿大广场 (温哥华)"
 _ASKS = re.compile(r"[?？][^\w?？]*$")
 _CONTINUES = re.compile(r"^(?:[这此该其它也并可为]|因为|由于)")  # see `_continues`
+_YEARLESS_START = re.compile(r"(?:\d{1,2}|[一二三四五六七八九十]{1,3})月")  # 10月析…: its year is said before
 _PRONOUN_START = re.compile(r"^(?:he|she|it|they|this|these|that|those|his|her|its|their|him|them)\b|^[他她它其该此]")
 # A third-person pronoun inside a sentence; it refers back to an earlier sentence unless a name comes before it.
 _PRONOUN = re.compile(r"\b(?:he|she|it|they|his|her|its|their|him|them)\b", re.IGNORECASE)
@@ -421,12 +422,13 @@ def _continues(following: Sentence, sentence: Sentence, passages: _Passages) -> 
 
 
 def _refers_back(question: Asked, item: _Scored, passages: _Passages) -> bool:
-    """Does the sentence lean on the one before it: it opens with a pronoun, uses one before naming anyone, or
-    holds neither an answer of the kind asked nor a word beyond the question's own, its speaker's name and
-    greetings ("Perfect for fitness lovers!")?"""
+    """Does the sentence lean on the one before it: it opens with a pronoun or with a month whose year the
+    sentence before gives (10月析金华县城区设金华市), uses a pronoun before naming anyone, or holds neither an
+    answer of the kind asked nor a word beyond the question's own, its speaker's name and greetings ("Perfect for
+    fitness lovers!")?"""
     sentence = item.sentence
     text = sentence.text
-    if _PRONOUN_START.match(text.lower()):
+    if _PRONOUN_START.match(text.lower()) or _YEARLESS_START.match(text):
         return True
     if is_cjk(text[0]):
         return False
