@@ -568,3 +568,19 @@ def test_a_chinese_sentence_opening_with_a_month_comes_with_the_sentence_that_gi
     text += "10月析金华县城区设金华市，1950年撤金华市。"
     answer = body(compose_extractive_answer("金华市是什么时候设立的？", [chunk(text, "金华市")]))
     assert "设金华县。 10月析金华县城区设金华市" in answer
+
+
+def test_a_question_in_prose_states_what_the_text_answers_and_one_in_a_dialogue_only_asks() -> None:
+    prose = (
+        "The Feist case was decided by the Supreme Court in 1991 and is often cited. The question in the Feist case "
+        "was whether a telephone directory is protected by copyright? The Court held that it is not."
+    )
+    answer = body(compose_extractive_answer("What was the question in the Feist case?", [chunk(prose)]))
+    assert answer.startswith("The question in the Feist case was whether")
+    assert "The Court held that it is not." in answer
+    chat = (
+        "Mia: The Feist case was decided in 1991 and is often cited.\nOmar: So what was the question in the Feist "
+        "case?\nMia: Whether a telephone directory is protected by copyright."
+    )
+    answer = body(compose_extractive_answer("What was the question in the Feist case?", [chunk(chat)]))
+    assert not answer.startswith("Omar:")

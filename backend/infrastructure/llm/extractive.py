@@ -142,6 +142,7 @@ class _Passages:
             s for n, r in enumerate(evidence, start=1) if n in chunks for s in chunk_sentences(r.evidence, n)
         ]
         self.chunks = chunks
+        self.dialogues = frozenset(s.source for s in self.sentences if s.label)  # chunks of labelled lines
         self.index = {sentence: n for n, sentence in enumerate(self.sentences)}
         labelled = [_labelled(s, None) for s in self.sentences]  # a message's speaker is in each of its sentences
         self.texts = [text.lower() for text in labelled]
@@ -324,8 +325,10 @@ def _score(
         stated = sum(states(sentence.text, kind, question) for kind in kinds)  # "lies in", "650 litres"
         share = (len(kinds) + stated) / len(kinds_asked) if kinds_asked else 0.0
         boost = (1.0 + KIND_WEIGHT * share) * (1.0 + FOCUS_WEIGHT * _about_focus(question, passages, index, named))
-        # A question asks and its reply answers, unless it offers an answer itself ("How about 7 pm?").
-        asking = QUESTION_PENALTY if _is_question(sentence.text) and not kinds else 1.0
+        # In a dialogue a question asks and its reply answers, unless it offers an answer itself ("How about 7 pm?").
+        # In prose a sentence that ends in a question mark states the question the text goes on to answer.
+        dialogue = sentence.source in passages.dialogues
+        asking = QUESTION_PENALTY if dialogue and _is_question(sentence.text) and not kinds else 1.0
         score = found / total * boost * asking * (1.0 - RANK_DECAY * (sentence.source - 1))
         held = frozenset(t for t, (own, _) in zip(question.terms, row, strict=True) if own >= 0.5)
         said = frozenset(answer for held in found_answers.values() for answer in held)
