@@ -25,6 +25,7 @@ from __future__ import annotations
 import asyncio
 import enum
 import logging
+from http import HTTPStatus
 from typing import ClassVar
 
 import h11
@@ -77,7 +78,7 @@ class ReadTimeoutProtocol(H11Protocol):
             status, code, message = 400, "invalid_http_request", "the request is not valid HTTP/1.1"
         response = error_response("", status, code, message, headers={"Connection": "close"})
         for event in (
-            h11.Response(status_code=status, headers=response.raw_headers),
+            h11.Response(status_code=status, headers=response.raw_headers, reason=HTTPStatus(status).phrase),
             h11.Data(data=bytes(response.body)),
             h11.EndOfMessage(),
         ):

@@ -142,7 +142,7 @@ async def test_a_head_that_outgrows_the_parser_in_pieces_gets_a_431_in_the_apis_
         connection.protocol.data_received(head[start : start + 8192])
     await connection.closed()
     [(status, body)] = responses(bytes(connection.transport.written))
-    assert status == 431
+    assert status == 431 and connection.transport.written.startswith(b"HTTP/1.1 431 Request Header Fields Too Large")
     assert json.loads(body)["error"]["code"] == "request_header_too_large"
 
 
