@@ -285,8 +285,7 @@ def answers(sentence: str, kind: AnswerKind, question: Asked, lower_words: froze
     if kind is AnswerKind.REASON:
         return _REASON.findall(sentence)
     if kind is AnswerKind.COLOUR:  # not a colour the question names ("Kingston Black")
-        colours = [found.strip() for found in _COLOUR.findall(sentence)]
-        return _new_cjk(colours, question) if any(is_cjk(char) for char in sentence) else _new(colours, question)
+        return _new_in(sentence, [found.strip() for found in _COLOUR.findall(sentence)], question)
     if any(is_cjk(char) for char in sentence):
         return _answers_chinese(sentence, kind, question)
     if kind is AnswerKind.DATE:
@@ -306,9 +305,10 @@ def states(sentence: str, kind: AnswerKind, question: Asked) -> bool:
     says where something is ("lies in", 位于) or, asked where someone is from, where ("born in", 湖广公安人); for a
     place or date of a birth or death, tells of it (卒 asked, 病逝 told); for a number, counts in the question's
     unit ("650 litres" for "how many litres", 25人 for 多少人)?"""
-    origin = question.origin and _ORIGIN.search(sentence)
-    if kind is AnswerKind.PLACE and (_LOCATED.search(sentence) or origin):
-        return True
+    if kind is AnswerKind.PLACE:
+        located = _LOCATED.search(sentence) or (question.origin and _ORIGIN.search(sentence))
+        if located:
+            return True
     if kind in (AnswerKind.PLACE, AnswerKind.DATE) and question.event is not None:
         return bool(question.event.search(sentence))  # "卒于哪一年": 1994年病逝于美国
     if kind is AnswerKind.NUMBER and question.unit:
@@ -322,8 +322,7 @@ def states(sentence: str, kind: AnswerKind, question: Asked) -> bool:
 def holds_calendar_date(sentence: str, question: Asked) -> bool:
     """Does `sentence` hold a date on the calendar that the question does not state ("Time: 20260131_14:00",
     "in May 2019", 1994年), rather than only one relative to when it was said ("tomorrow", "last week")?"""
-    found = _CALENDAR_DATE.findall(sentence)
-    return bool(_new_cjk(found, question) if any(is_cjk(char) for char in sentence) else _new(found, question))
+    return bool(_new_in(sentence, _CALENDAR_DATE.findall(sentence), question))
 
 
 def calendar_dates(text: str) -> list[str]:
@@ -389,6 +388,11 @@ def _counted_cjk(sentence: str, question: Asked) -> list[str]:
     if not question.unit or not is_cjk(question.unit):
         return []
     return re.findall(rf"(?:\d[\d,.]*|[{_CJK_NUMERALS}]+)\s*{re.escape(question.unit)}", sentence)
+
+
+def _new_in(sentence: str, found: list[str], question: Asked) -> list[str]:
+    """`_new_cjk` for expressions found in a Chinese sentence, else `_new`."""
+    return _new_cjk(found, question) if any(is_cjk(char) for char in sentence) else _new(found, question)
 
 
 def _new_cjk(found: list[str], question: Asked) -> list[str]:
