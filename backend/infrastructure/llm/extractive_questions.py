@@ -1,13 +1,15 @@
 """What a question asks for, read from its words, and whether a sentence holds an answer of that kind.
 
 The kinds are a person (who, 谁), a date or time (when, 何时), a place (where, 哪里), a number or quantity
-(how many, how much, how strong, 多少, 几) and another name (also called, 又叫). A question may ask for more than
-one ("When was it founded, and by whom?"). The answers of a kind a sentence holds are its matching expressions
-that are not already in the question: a capitalised name the question does not use, a year, a month, a number
-with its unit, a place after "in" or "at", "also known as" or 又名. Chinese sentences are read with jieba's parts
-of speech (person and place names, time words, numerals). A sentence states an answer when it says where something
-is, or counts in the unit the question counts in. Question terms are compared by stem, so "beekeeping" finds
-"beekeeper", and "how strong" asks about a strength.
+(how many, how much, how strong, 多少, 几), another name (also called, 又叫), a reason (why, 为什么) and a colour
+(what colour, 什么颜色). A question may ask for more than one ("When was it founded, and by whom?"). The answers
+of a kind a sentence holds are its matching expressions that are not already in the question: a capitalised name
+the question does not use, a year, a month, a number with its unit, a place after "in" or "at" or 位于,
+"also known as" or 又名, "because" or 因为, a colour word. Chinese sentences are read with jieba's parts of
+speech (person and place names, time words, numerals). A sentence states an answer when it says where something
+is or where someone is from, tells of the birth or death asked about, or counts in the unit the question counts
+in. Question terms are compared by stem, so "beekeeping" finds "beekeeper", and "how strong" asks about a
+strength.
 """
 
 from __future__ import annotations
