@@ -14,11 +14,15 @@ How a sentence scores:
 - a chat message's speaker counts as a term of each of its sentences;
 - a compound word the evidence never uses counts by its two words ("beehives" by "bee" and "hive"), and a Chinese
   term the sentence lacks counts a little by the characters of it that it holds (编 for 编著);
-- more when it holds an answer of the kind the question asks for (a person, a date, a place, a number:
-  `extractive_questions`; a chat message's speaker is a person), and more again when it states the answer as asked:
-  says where something is ("lies in", 位于) for a where-question, counts in the unit a how-many question names
-  ("650 litres", 25人);
-- less when it asks a question itself, unless it offers an answer of the kind asked ("How about 7 pm?").
+- more when it holds an answer of the kind the question asks for (a person, a date, a place, a number, a reason, a
+  colour: `extractive_questions`; a chat message's speaker is a person), and more again when it states the answer
+  as asked: says where something is ("lies in", 位于) or where someone is from (湖广公安人) for a where-question,
+  tells of the birth or death asked about (病逝 for 卒), counts in the unit a how-many question names ("650
+  litres", 25人);
+- more when it names the question's focus (half when only its chunk does); when the question writes the title of
+  some documents, only their sentences can be about its focus;
+- less when, in a chat, it asks a question itself, unless it offers an answer of the kind asked ("How about 7
+  pm?"); in prose a question states what the text goes on to answer.
 
 What is quoted:
 - the best sentence (for a compound question, the best for each of its questions);
@@ -29,9 +33,11 @@ What is quoted:
   is asked about. One without an answer of the kind asked is quoted only when it scores nearly as well as the best
   (an uncertain choice: both are quoted);
 - with each, what it needs to be read alone: the sentence before it in its block when it leans on it (it opens
-  with a pronoun, has one before any name, or says nothing the question does not: "Perfect for fitness lovers
-  like you."), a quoted question's reply (in a chat, the next message by someone else), and for an answer to
-  "when" without a calendar date ("tomorrow", "last week") the nearest date above it in its chunk.
+  with a pronoun or, in Chinese, with a month whose year comes before, has a pronoun before any name, or says
+  nothing the question does not: "Perfect for fitness lovers like you."), a quoted question's reply (in a chat,
+  the next message by someone else), the next sentence when it goes on with this one (a Chinese sentence with no
+  subject of its own: 可减轻发炎), and for an answer to "when" without a calendar date ("tomorrow", "last week")
+  the nearest date above it in its chunk.
 Sentences are quoted in the order they were chosen in, each run from one source followed by its citation marker.
 When nothing in the evidence shares a term with the question, the first sentence of the top chunk stands in.
 """
