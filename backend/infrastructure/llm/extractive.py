@@ -377,9 +377,11 @@ def _choose(question: Asked, scored: list[_Scored], first: list[_Scored], passag
             break
         frame = [s for s in _frame(question, candidate, passages) if all(s not in f for f in frames)]
         said = [passages.stems[passages.index[s]] for f in frames for s in f]
-        quoted = " ".join(_labelled(s, None) for f in frames for s in f)
         # For a who-question, each person named is an answer: one the quoted text lacks is news, not a repeat.
-        new_answer = AnswerKind.PERSON in question.kinds and any(a not in quoted for a in candidate.answers)
+        new_answer = False
+        if AnswerKind.PERSON in question.kinds:
+            quoted = " ".join(_labelled(s, None) for f in frames for s in f)
+            new_answer = any(a not in quoted for a in candidate.answers)
         repeated = not new_answer and any(_repeats(passages.stems[passages.index[s]], w) for s in frame for w in said)
         length = sum(len(c.sentence.text) for c in [*chosen, candidate])
         untyped = question.kinds and not candidate.typed and candidate.score < UNSURE * chosen[0].score
