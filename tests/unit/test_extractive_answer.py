@@ -483,6 +483,7 @@ def test_a_name_is_read_without_its_possessive_and_without_i_or_an_opening_commo
     assert names("But I’d say Ramsay Bolton takes the cake for me.", frozenset()) == ["Ramsay Bolton"]
     assert names("I’ll bring the cones and Farrah’s ball.", frozenset()) == ["Farrah"]
     assert names("The Lighthouse Cafe opens at eight.", frozenset()) == ["Lighthouse Cafe"]
+    assert names("Let’s make sure we work on the weak spots.", frozenset()) == []
     assert "orion" in asked("Who is the most hateable character in Orion's opinion?").focus
 
 

@@ -350,11 +350,11 @@ def names(sentence: str, lower_words: frozenset[str]) -> list[str]:
 
 
 def _common(word: str, lower_words: frozenset[str]) -> bool:
-    """Is the word one the evidence writes in lower case, or a stopword (with its contraction: "Don't")?"""
+    """Is the word one the evidence writes in lower case, a stopword (with its contraction: "Don't") or "Let's"?"""
     lower = word.lower().replace("’", "'")
     if {lower, lower.replace("'", "’")} & lower_words:
         return True
-    return lower in STOPWORDS or lower.split("'")[0] in STOPWORDS
+    return lower in STOPWORDS or lower.split("'")[0] in STOPWORDS or lower == "let's"
 
 
 def _new(found: list[str], question: Asked) -> list[str]:
