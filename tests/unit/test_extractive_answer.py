@@ -585,3 +585,28 @@ def test_a_question_in_prose_states_what_the_text_answers_and_one_in_a_dialogue_
     )
     answer = body(compose_extractive_answer("What was the question in the Feist case?", [chunk(chat)]))
     assert not answer.startswith("Omar:")
+
+
+MARGIT = """In 1952 Elias married Margit Solberg, a Norwegian food chemist who had come to the valley to study
+traditional fermentation. Once the mill was running, Margit introduced keeving, an old French method of making
+naturally sweet cider, and one of the orchard's ciders is named after her."""
+MARGITS_CIDER = """## The ciders
+
+- **Margit's Keeved** is a naturally sweet, lightly sparkling keeved cider made from Dabinett and
+  Tremlett's Bitter. Strength 4.5% ABV."""
+
+
+def test_asked_what_is_named_after_someone_the_answer_is_a_name_that_takes_theirs() -> None:
+    question = asked("Which cider is named after Margit Solberg?")
+    assert question.kinds == (AnswerKind.NAMESAKE,)
+    sentence = "Margit's Keeved is a naturally sweet, lightly sparkling keeved cider."
+    assert answers(sentence, AnswerKind.NAMESAKE, question) == ["Margit's Keeved"]
+    assert answers("Once the mill was running, Margit introduced keeving.", AnswerKind.NAMESAKE, question) == []
+    assert answers("Old Tobias is named after the founder.", AnswerKind.NAMESAKE, question) == []
+
+
+def test_the_first_sentence_to_name_the_answer_asked_is_quoted_past_the_usual_length() -> None:
+    evidence = [chunk(MARGIT, "History"), chunk(MARGITS_CIDER, "Cider")]
+    answer = body(compose_extractive_answer("Which cider is named after Margit Solberg?", evidence))
+    assert "one of the orchard's ciders is named after her. [1]" in answer
+    assert "Margit's Keeved is a naturally sweet" in answer and len(answer) > 250

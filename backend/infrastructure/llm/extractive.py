@@ -53,6 +53,7 @@ from backend.domain.retrieval import Granularity, RetrievalResult
 from backend.graphrag_agent.text import cjk_presence, is_cjk
 from backend.infrastructure.llm.extractive_passages import Sentence, chunk_sentences
 from backend.infrastructure.llm.extractive_questions import (
+    CUED_KINDS,
     AnswerKind,
     Asked,
     answers,
@@ -361,10 +362,11 @@ def _best_per_part(question: Asked, passages: _Passages) -> list[_Scored]:
 
 
 def _choose(question: Asked, scored: list[_Scored], first: list[_Scored], passages: _Passages) -> list[Sentence]:
-    """`first` (the best sentence of each part of a compound question, else the best one) and further sentences
-    that score close to the best, fit, repeat no fact and, when the question asks for a kind of answer, hold one
-    or score nearly as well as the best, taken best first by `_weighed` (a question term not yet quoted counts);
-    each with what it needs to be read alone (`_frame`), which counts towards the length and the repeats."""
+    """`first` (the best sentence of each part of a compound question, else the best one) and further sentences that
+    score close to the best, fit (the first to name an answer of the kind asked fits at any length), repeat no
+    fact and, when the question asks for a kind of answer, hold one or score nearly as well as the best, taken
+    best first by `_weighed` (a question term not yet quoted counts); each with what it needs to be read alone
+    (`_frame`), which counts towards the length and the repeats."""
     chosen = first or scored[:1]
     frames = [_frame(question, item, passages) for item in chosen]
     limit = MAX_LIST_SENTENCES if question.listing else MAX_SENTENCES
@@ -385,11 +387,18 @@ def _choose(question: Asked, scored: list[_Scored], first: list[_Scored], passag
         repeated = not new_answer and any(_repeats(passages.stems[passages.index[s]], w) for s in frame for w in said)
         length = sum(len(c.sentence.text) for c in [*chosen, candidate])
         untyped = question.kinds and not candidate.typed and candidate.score < UNSURE * chosen[0].score
-        if repeated or length > MAX_CHARS or untyped:
+        if repeated or (length > MAX_CHARS and not _first_named(question, candidate, chosen)) or untyped:
             continue
         chosen.append(candidate)
         frames.append(frame)
     return [s for f in frames for s in f]
+
+
+def _first_named(question: Asked, candidate: _Scored, chosen: list[_Scored]) -> bool:
+    """Is the candidate the first sentence to name an answer of the kind asked (a name, a date, a number; not only
+    the phrase that gives a reason or an alias)? It is quoted even past the length the answer is kept to."""
+    named = frozenset(question.kinds) - CUED_KINDS
+    return bool(named) and candidate.typed and not any(kept.typed for kept in chosen)
 
 
 def _weighed(candidate: _Scored, covered: frozenset[str]) -> float:

@@ -1,15 +1,16 @@
 """What a question asks for, read from its words, and whether a sentence holds an answer of that kind.
 
 The kinds are a person (who, 谁), a date or time (when, 何时), a place (where, 哪里), a number or quantity
-(how many, how much, how strong, 多少, 几), another name (also called, 又叫), a reason (why, 为什么) and a colour
-(what colour, 什么颜色). A question may ask for more than one ("When was it founded, and by whom?"). The answers
-of a kind a sentence holds are its matching expressions that are not already in the question: a capitalised name
-the question does not use, a year, a month, a number with its unit, a place after "in" or "at" or 位于,
-"also known as" or 又名, "because" or 因为, a colour word. Chinese sentences are read with jieba's parts of
-speech (person and place names, time words, numerals). A sentence states an answer when it says where something
-is or where someone is from, tells of the birth or death asked about, or counts in the unit the question counts
-in. Question terms are compared by stem, so "beekeeping" finds "beekeeper", and "how strong" asks about a
-strength.
+(how many, how much, how strong, 多少, 几), another name (also called, 又叫), a reason (why, 为什么), a colour
+(what colour, 什么颜色) and a name given after someone (named after). A question may ask for more than one
+("When was it founded, and by whom?"). The answers of a kind a sentence holds are its matching
+expressions that are not already in the question: a capitalised name the question does not use, a year,
+a month, a number with its unit, a place after "in" or "at" or 位于, "also known as" or 又名, "because" or
+因为, a colour word, a name that takes a word of the one it is named after. Chinese sentences are read
+with jieba's parts of speech (person and place names, time words, numerals). A sentence states an answer
+when it says where something is or where someone is from, tells of the birth or death asked about, or
+counts in the unit the question counts in. Question terms are compared by stem, so "beekeeping" finds
+"beekeeper", and "how strong" asks about a strength.
 """
 
 from __future__ import annotations
@@ -33,8 +34,11 @@ class AnswerKind(StrEnum):
     ALIAS = "alias"  # another name of the thing asked about
     REASON = "reason"  # why something is or happened
     COLOUR = "colour"
+    NAMESAKE = "namesake"  # a name given after the one the question names ("named after Margit": Margit's Keeved)
 
 
+# Kinds held by the phrase that introduces the answer ("also known as", "because"), not by the answer itself.
+CUED_KINDS = frozenset({AnswerKind.ALIAS, AnswerKind.REASON})
 _ALIAS_WORDS = r"又名|又称|又叫|也叫|也称|亦称|别称|别名|俗称|简称|原名|旧称|本名|通称|全称|又译|亦译|或译|又作|亦作"
 _ASKS = (  # (kind, the question words that ask for it), checked in this order
     (
@@ -66,6 +70,7 @@ _ASKS = (  # (kind, the question words that ask for it), checked in this order
     ),
     (AnswerKind.REASON, r"\bwhy\b|\bfor\s+what\s+reason\b|为什么|为何|何故|什么原因|原因是什么"),
     (AnswerKind.COLOUR, r"\b(?:what|which)\s+colou?rs?\b|颜色|什么色|何色"),
+    (AnswerKind.NAMESAKE, r"\bnamed\s+(?:after|for)\s+[A-Z]|\bin\s+honou?r\s+of\s+[A-Z]"),
 )
 _ALIAS = re.compile(
     r"\b(?:also|otherwise|formerly|commonly)\s+(?:called|known\s+as|named)\b|\bnicknamed\b|\ba\.?k\.?a\.?\b|"
@@ -96,7 +101,10 @@ _LOCATED_AT = re.compile(rf"(?:{_LOCATED_CJK})[于在]?([^，。；、,;:：（(
 _COUNTED = re.compile(r"\bhow\s+many\s+([a-z]+)", re.IGNORECASE)  # the noun it counts
 _CJK_NUMERALS = "一二两三四五六七八九十百千万亿零〇"
 _COUNTED_CJK = re.compile(r"(?:多少|几)([\u4e00-\u9fff])")  # the counter or unit after it
-_ASK_PATTERNS = tuple((kind, re.compile(pattern, re.IGNORECASE)) for kind, pattern in _ASKS)
+_ASK_PATTERNS = tuple(
+    (kind, re.compile(pattern, 0 if kind is AnswerKind.NAMESAKE else re.IGNORECASE)) for kind, pattern in _ASKS
+)
+_NAMED_AFTER = re.compile(r"\b(?:named\s+(?:after|for)|in\s+honou?r\s+of)\s+(.*)", re.IGNORECASE)
 _LISTING = re.compile(
     r"\b(?:list|name\s+(?:all|the)|what\s+are\s+(?:the|some)|which\s+\w+\s+(?:are|were)|"
     r"what\s+\w+\s+(?:are|were)\s+(?:there|offered|available|sold|grown))\b|哪些|有哪|哪几|列出",
@@ -222,6 +230,7 @@ class Asked:
     unit: str = ""  # what a "how many" question counts in, by stem ("litr" of "how many litres", 人 of 多少人), or ""
     origin: bool = False  # it asks where someone is from ("where was she born", 哪里人, 籍贯)
     event: re.Pattern[str] | None = None  # the birth or death it asks the date or place of (`_LIFE_EVENTS`)
+    namesake: frozenset[str] = frozenset()  # the words of the name something is named after, lower-cased
 
 
 def asked(question: str) -> Asked:
@@ -239,7 +248,16 @@ def asked(question: str) -> Asked:
     compound = parts if len(parts) > 1 else ()
     origin = bool(_ASKS_ORIGIN.search(question))
     event = next((e for e in _LIFE_EVENTS if e.search(question)), None)
-    return Asked(question, kinds, listing, terms, words, _focus(question), compound, unit, origin, event)
+    return Asked(
+        question, kinds, listing, terms, words, _focus(question), compound, unit, origin, event, _namesake(question)
+    )
+
+
+def _namesake(question: str) -> frozenset[str]:
+    """The words of the name after "named after" ("Which cider is named after Margit Solberg?": margit, solberg)."""
+    after = _NAMED_AFTER.search(question)
+    named = names(after.group(1), frozenset()) if after else []
+    return _name_words(named[0]) if named else frozenset()
 
 
 def _unit(question: str) -> str:
@@ -286,6 +304,9 @@ def answers(sentence: str, kind: AnswerKind, question: Asked, lower_words: froze
         return _ALIAS.findall(sentence)
     if kind is AnswerKind.REASON:
         return _REASON.findall(sentence)
+    if kind is AnswerKind.NAMESAKE:  # a name that takes a word of the one asked about and adds its own
+        found = [name for name in names(sentence, lower_words) if _name_words(name) & question.namesake]
+        return _new(found, question)
     if kind is AnswerKind.COLOUR:  # not a colour the question names ("Kingston Black")
         return _new_in(sentence, [found.strip() for found in _COLOUR.findall(sentence)], question)
     if any(is_cjk(char) for char in sentence):
@@ -347,6 +368,11 @@ def names(sentence: str, lower_words: frozenset[str]) -> list[str]:
             continue
         found.append(_POSSESSIVE.sub("", " ".join(words)))
     return found
+
+
+def _name_words(name: str) -> frozenset[str]:
+    """A name's words, lower-cased, without possessive endings ("Margit's Keeved": margit, keeved)."""
+    return frozenset(_POSSESSIVE.sub("", word).lower() for word in name.split())
 
 
 def _common(word: str, lower_words: frozenset[str]) -> bool:
