@@ -610,3 +610,16 @@ def test_the_first_sentence_to_name_the_answer_asked_is_quoted_past_the_usual_le
     answer = body(compose_extractive_answer("Which cider is named after Margit Solberg?", evidence))
     assert "one of the orchard's ciders is named after her. [1]" in answer
     assert "Margit's Keeved is a naturally sweet" in answer and len(answer) > 250
+
+
+def test_a_sentence_of_a_quoted_chunk_that_names_the_kind_asked_comes_before_closer_ones_that_do_not() -> None:
+    chat = """LiHua: Could you put up the new curtains in the living room?
+AdamSmith: Sure, I can help with the curtains!
+AdamSmith: The installation needs a drill and two people.
+AdamSmith: The rails are available at the hardware store.
+AdamSmith: I'm free on Wednesday afternoon."""
+    question = "When is AdamSmith available to help with the curtain installation?"
+    answer = body(compose_extractive_answer(question, [chunk(chat, "chat")]))
+    assert answer.startswith(
+        "AdamSmith: Sure, I can help with the curtains! AdamSmith: I'm free on Wednesday afternoon."
+    )

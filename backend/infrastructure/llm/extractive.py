@@ -365,8 +365,9 @@ def _choose(question: Asked, scored: list[_Scored], first: list[_Scored], passag
     """`first` (the best sentence of each part of a compound question, else the best one) and further sentences that
     score close to the best, fit (the first to name an answer of the kind asked fits at any length), repeat no
     fact and, when the question asks for a kind of answer, hold one or score nearly as well as the best, taken
-    best first by `_weighed` (a question term not yet quoted counts); each with what it needs to be read alone
-    (`_frame`), which counts towards the length and the repeats."""
+    best first by `_weighed` (a question term not yet quoted counts; while none names an answer of the kind
+    asked, `_next`); each with what it needs to be read alone (`_frame`), which counts towards the length and
+    the repeats."""
     chosen = first or scored[:1]
     frames = [_frame(question, item, passages) for item in chosen]
     limit = MAX_LIST_SENTENCES if question.listing else MAX_SENTENCES
@@ -374,7 +375,8 @@ def _choose(question: Asked, scored: list[_Scored], first: list[_Scored], passag
     while remaining and len(chosen) < limit:
         covered = frozenset().union(*(kept.held for kept in chosen))
         remaining.sort(key=lambda c: -_weighed(c, covered))
-        candidate = remaining.pop(0)
+        untold = _untold(question, chosen)
+        candidate = remaining.pop(_next(question, remaining, chosen, covered) if untold else 0)
         if _weighed(candidate, covered) < CLOSE_ENOUGH * chosen[0].score:
             break
         frame = [s for s in _frame(question, candidate, passages) if all(s not in f for f in frames)]
@@ -387,18 +389,30 @@ def _choose(question: Asked, scored: list[_Scored], first: list[_Scored], passag
         repeated = not new_answer and any(_repeats(passages.stems[passages.index[s]], w) for s in frame for w in said)
         length = sum(len(c.sentence.text) for c in [*chosen, candidate])
         untyped = question.kinds and not candidate.typed and candidate.score < UNSURE * chosen[0].score
-        if repeated or (length > MAX_CHARS and not _first_named(question, candidate, chosen)) or untyped:
+        # The first sentence to name an answer of the kind asked is worth more than the length.
+        if repeated or (length > MAX_CHARS and not (untold and candidate.typed)) or untyped:
             continue
         chosen.append(candidate)
         frames.append(frame)
     return [s for f in frames for s in f]
 
 
-def _first_named(question: Asked, candidate: _Scored, chosen: list[_Scored]) -> bool:
-    """Is the candidate the first sentence to name an answer of the kind asked (a name, a date, a number; not only
-    the phrase that gives a reason or an alias)? It is quoted even past the length the answer is kept to."""
-    named = frozenset(question.kinds) - CUED_KINDS
-    return bool(named) and candidate.typed and not any(kept.typed for kept in chosen)
+def _next(question: Asked, remaining: list[_Scored], chosen: list[_Scored], covered: frozenset[str]) -> int:
+    """Where in `remaining` (best first) the next candidate is while no chosen sentence names an answer of the kind
+    asked: the first that does in a chunk already quoted and scores close enough ("Sure, I can help!" then "I'm
+    free on Wednesday."), else the best."""
+    sources = {kept.sentence.source for kept in chosen}
+    close = CLOSE_ENOUGH * chosen[0].score
+    for index, candidate in enumerate(remaining):
+        if candidate.typed and candidate.sentence.source in sources and _weighed(candidate, covered) >= close:
+            return index
+    return 0
+
+
+def _untold(question: Asked, chosen: list[_Scored]) -> bool:
+    """Does the question ask for an answer that names something (a person, a date, a number; not only the phrase
+    that gives a reason or an alias) that none of the chosen sentences names yet?"""
+    return bool(frozenset(question.kinds) - CUED_KINDS) and not any(kept.typed for kept in chosen)
 
 
 def _weighed(candidate: _Scored, covered: frozenset[str]) -> float:
