@@ -3,7 +3,9 @@
 Each chunk is an exact slice of the source text (`text[start:end]`), so offsets can be used for
 citations and nothing but the whitespace between chunks is ever dropped. Sentences come from
 `split_sentences` (Latin and CJK punctuation); a sentence longer than the budget is cut hard, at a
-clause mark or space when one is near the cut.
+clause mark or space when one is near the cut. In a chat log (`is_chat`) each message is a paragraph,
+and a chunk's overlap starts at a message's first line: a chunk never opens with words whose speaker
+it does not show.
 """
 
 from __future__ import annotations
@@ -13,7 +15,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from itertools import pairwise
 
-from backend.graphrag_agent.text import estimate_tokens, split_sentences
+from backend.graphrag_agent.text import estimate_tokens, is_chat, split_sentences
 
 _CJK = r"\u3400-\u4dbf\u4e00-\u9fff\uf900-\ufaff\u3040-\u30ff\uac00-\ud7af"
 # The smallest pieces a long sentence is cut into: one CJK character or one space-free run.
@@ -42,6 +44,7 @@ class _Unit:
     starts_paragraph: bool
     is_heading: bool
     whole: bool = True  # False for a hard-cut piece, which never travels as overlap
+    opens: bool = True  # can open a chunk: in a chat log, only the first sentence of a message (it shows who)
 
 
 def chunk_text(text: str, max_tokens: int = 300, overlap_tokens: int = 50) -> list[TextChunk]:
@@ -53,8 +56,9 @@ def chunk_text(text: str, max_tokens: int = 300, overlap_tokens: int = 50) -> li
         raise ValueError("max_tokens must be at least 1")
     if overlap_tokens < 0 or overlap_tokens >= max_tokens:
         raise ValueError("overlap_tokens must be in [0, max_tokens)")
-    units = [piece for unit in _sentence_units(text) for piece in _fit_unit(text, unit, max_tokens)]
-    groups = _pack(text, units, max_tokens, overlap_tokens)
+    chat = is_chat(text)
+    units = [piece for unit in _sentence_units(text, chat) for piece in _fit_unit(text, unit, max_tokens)]
+    groups = _pack(text, units, max_tokens, overlap_tokens, chat)
     return [_as_chunk(text, ordinal, group) for ordinal, group in enumerate(groups)]
 
 
@@ -63,22 +67,26 @@ def _as_chunk(text: str, ordinal: int, group: Sequence[_Unit]) -> TextChunk:
     return TextChunk(ordinal=ordinal, text=text[start:end], start=start, end=end)
 
 
-def _sentence_units(text: str) -> Iterator[_Unit]:
-    """Locate each sentence of `split_sentences` in the source text."""
+def _sentence_units(text: str, chat: bool) -> Iterator[_Unit]:
+    """Locate each sentence of `split_sentences` in the source text; in a chat log, of each message (a line), and
+    a message starts a paragraph."""
     cursor = 0
-    for sentence in split_sentences(text):
+    sentences = [s for line in text.splitlines() for s in split_sentences(line)] if chat else split_sentences(text)
+    for sentence in sentences:
         span = _locate(text, sentence.split(), cursor)
         if span is None:  # cannot happen while split_sentences only drops whitespace; keep the rest anyway
             span = _rest(text, cursor)
             if span is None:
                 return
         start, end = span
+        message = chat and (cursor == 0 or "\n" in text[cursor:start])
         yield _Unit(
             start=start,
             end=end,
             tokens=estimate_tokens(text[start:end]),
-            starts_paragraph=cursor == 0 or bool(_BLANK_LINE.search(text, cursor, start)),
+            starts_paragraph=cursor == 0 or message or bool(_BLANK_LINE.search(text, cursor, start)),
             is_heading=text.startswith("#", start),
+            opens=message or not chat,
         )
         cursor = end
 
@@ -112,7 +120,8 @@ def _fit_unit(text: str, unit: _Unit, max_tokens: int) -> Iterator[_Unit]:
     atoms = [(m.start(), m.end()) for m in _ATOM.finditer(text, unit.start, unit.end)]
     first = True
     for start, end in _cut_atoms(text, atoms, max_tokens):
-        yield _Unit(start, end, estimate_tokens(text[start:end]), unit.starts_paragraph and first, False, False)
+        opens = unit.opens and first
+        yield _Unit(start, end, estimate_tokens(text[start:end]), unit.starts_paragraph and first, False, False, opens)
         first = False
 
 
@@ -174,23 +183,40 @@ def _prefer_clause_end(text: str, start: int, ends: Sequence[int]) -> int:
     return len(ends)
 
 
-def _pack(text: str, units: Sequence[_Unit], max_tokens: int, overlap_tokens: int) -> list[list[_Unit]]:
-    """Greedily group units into chunks, closing early at a paragraph that would not fit whole."""
+def _pack(text: str, units: Sequence[_Unit], max_tokens: int, overlap_tokens: int, chat: bool) -> list[list[_Unit]]:
+    """Greedily group units into chunks, closing early at a paragraph that would not fit whole; in a chat log the
+    overlap leaves room for the whole message that follows it."""
     paragraph_tokens = _paragraph_tokens(units)
     groups: list[list[_Unit]] = []
     current: list[_Unit] = []
     fresh = 0  # units in `current` that are not overlap carried from the previous chunk
     for i, unit in enumerate(units):
         if fresh and _should_close(text, current, unit, paragraph_tokens[i], max_tokens):
-            groups.append(current)
-            # A new section (heading) starts clean; elsewhere the last sentences carry over.
-            current = [] if unit.is_heading else _overlap(text, current, unit, max_tokens, overlap_tokens)
-            fresh = 0
+            opening = _opening(current, fresh)
+            if not unit.opens and opening:  # a chat message would be cut: it moves whole to the next chunk
+                groups.append(current[:opening])
+                current, fresh = current[opening:], len(current) - opening
+            else:
+                groups.append(current)
+                # A new section (heading) starts clean; elsewhere the last sentences carry over.
+                after = paragraph_tokens[i] - unit.tokens if chat and unit.starts_paragraph else 0
+                room = max_tokens - max(after, 0)
+                current = [] if unit.is_heading else _overlap(text, current, unit, room, overlap_tokens)
+                fresh = 0
         current.append(unit)
         fresh += 1
     if fresh:
         groups.append(current)
     return groups
+
+
+def _opening(current: Sequence[_Unit], fresh: int) -> int:
+    """Where in `current` the message its last unit belongs to opens, when that is after the chunk's first fresh
+    unit (the chunk keeps something of its own); else 0."""
+    for index in range(len(current) - 1, len(current) - fresh, -1):
+        if current[index].opens:
+            return index
+    return 0
 
 
 def _should_close(text: str, current: Sequence[_Unit], unit: _Unit, paragraph_size: int, max_tokens: int) -> bool:
@@ -215,7 +241,8 @@ def _paragraph_tokens(units: Sequence[_Unit]) -> list[int]:
 
 
 def _overlap(text: str, previous: Sequence[_Unit], following: _Unit, max_tokens: int, overlap: int) -> list[_Unit]:
-    """Whole trailing sentences of the previous chunk, within the overlap and leaving room for the next."""
+    """Whole trailing sentences of the previous chunk, within the overlap and leaving room for the next, from
+    the first that can open a chunk."""
     carried: list[_Unit] = []
     for unit in reversed(previous):
         if not unit.whole or estimate_tokens(text[unit.start : previous[-1].end]) > overlap:
@@ -223,4 +250,6 @@ def _overlap(text: str, previous: Sequence[_Unit], following: _Unit, max_tokens:
         if estimate_tokens(text[unit.start : following.end]) > max_tokens:
             break
         carried.insert(0, unit)
+    while carried and not carried[0].opens:
+        carried.pop(0)
     return carried

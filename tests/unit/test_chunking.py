@@ -168,3 +168,32 @@ def test_windows_line_endings_and_odd_whitespace_keep_offsets() -> None:
 def test_impossible_sizes_are_rejected(max_tokens: int, overlap: int) -> None:
     with pytest.raises(ValueError):
         chunk_text("text", max_tokens, overlap)
+
+
+CHAT = "\n".join(
+    [
+        "Time: 20260221_15:00",
+        *(
+            f"{speaker}: Message {n} starts here. It goes on a little! 🎶 And it ends here, after three sentences."
+            for n, speaker in enumerate(["LiHua", "WolfgangSchulz", "Dacey", "Henley"] * 4)
+        ),
+    ]
+)
+
+
+@pytest.mark.parametrize("max_tokens, overlap", [(60, 20), (90, 30), (45, 40)])
+def test_a_chat_chunk_opens_with_a_message_and_its_speaker(max_tokens: int, overlap: int) -> None:
+    chunks = chunk_text(CHAT, max_tokens, overlap)
+    assert_well_formed(CHAT, chunks, max_tokens)
+    assert len(chunks) > 3
+    for chunk in chunks:
+        assert chunk.start == 0 or CHAT[chunk.start - 1] == "\n", chunk.text[:40]
+        assert chunk.text.endswith("three sentences.")  # a message is not cut where it fits a chunk
+
+
+def test_a_message_longer_than_a_chunk_is_still_cut() -> None:
+    long_line = "Speaker: " + " ".join(f"Sentence {n} of a very long message." for n in range(40))
+    text = f"{long_line}\nOther: A short reply."
+    chunks = chunk_text(text, 50, 10)
+    assert_well_formed(text, chunks, 50)
+    assert len(chunks) > 2

@@ -31,7 +31,7 @@ from backend.domain import ids
 from backend.domain.graph import ChunkRecord, DocumentRecord, Extraction
 from backend.graphrag_agent.chinese import jieba_module
 from backend.graphrag_agent.extraction.base import OTHER, ExtractionBuilder, trim
-from backend.graphrag_agent.text import rejoin_after, split_sentences
+from backend.graphrag_agent.text import is_chat, rejoin_after, split_sentences
 
 DESCRIPTION_CHARS = 240
 SENTENCE_WEIGHT = 1.0
@@ -212,7 +212,6 @@ _BOOK_TITLE = re.compile(r"《([^《》]{1,40})》")
 _MARKDOWN_LEAD = re.compile(r"^\s*(?:#{1,6}\s+|[-*+>]\s+|\d{1,3}[.)]\s+)*")
 _EMPHASIS = re.compile(r"\*\*|__|`")
 _SPEAKER = re.compile(r"^\s*([A-Z][a-z]+(?:[A-Z][a-z]+){0,3}|[A-Z][a-z]+(?: [A-Z][a-z]+){1,3})\s*[:：]\s+(\S.*)$")
-_CHAT_LINE = re.compile(r"^\s*[^\s:：]{1,40}[:：]\s*\S")
 _ENDS_WITH_ABBREVIATION = re.compile(
     rf"(?:^|[\s(])(?:[A-Z]|{'|'.join(word.capitalize() for word in sorted(_ABBREVIATIONS))})\.$"
 )
@@ -411,12 +410,6 @@ def _sentences(text: str, chat: bool) -> list[str]:
     return rejoin_after(split_sentences(_TABLE_ROW.sub(r"\n\1\n", text)), _ENDS_WITH_ABBREVIATION.search)
 
 
-def _is_chat(text: str) -> bool:
-    lines = [line for line in text.splitlines() if line.strip()]
-    chat_lines = sum(1 for line in lines if _CHAT_LINE.match(line))
-    return len(lines) >= 2 and chat_lines * 2 >= len(lines)
-
-
 @dataclass(slots=True)
 class _ChunkContext:
     """What the rules need to know about the whole chunk while reading one sentence of it."""
@@ -429,7 +422,7 @@ class _ChunkContext:
 
     @classmethod
     def of(cls, text: str, title: str) -> _ChunkContext:
-        chat = _is_chat(text)
+        chat = is_chat(text)
         return cls(title, _sentences(text, chat), chat, frozenset(title.split()))
 
     @property
