@@ -623,3 +623,12 @@ AdamSmith: I'm free on Wednesday afternoon."""
     assert answer.startswith(
         "AdamSmith: Sure, I can help with the curtains! AdamSmith: I'm free on Wednesday afternoon."
     )
+
+
+def test_what_time_asks_for_a_time_of_day_not_a_day() -> None:
+    question = asked("What time do they agree to meet for pizza?")
+    assert answers("How about we aim for around 7ish?", AnswerKind.DATE, question) == ["around 7ish"]
+    assert answers("See you at 3 PM on Saturday.", AnswerKind.DATE, question) == ["3 PM"]
+    assert answers("Saturday is going to be a blast with pizza!", AnswerKind.DATE, question) == []
+    assert answers("I went to 2 parties at 2 places.", AnswerKind.DATE, question) == []
+    assert answers("Saturday is going to be a blast!", AnswerKind.DATE, asked("When do they meet?")) == ["Saturday"]

@@ -6,11 +6,12 @@ The kinds are a person (who, 谁), a date or time (when, 何时), a place (where
 ("When was it founded, and by whom?"). The answers of a kind a sentence holds are its matching
 expressions that are not already in the question: a capitalised name the question does not use, a year,
 a month, a number with its unit, a place after "in" or "at" or 位于, "also known as" or 又名, "because" or
-因为, a colour word, a name that takes a word of the one it is named after. Chinese sentences are read
-with jieba's parts of speech (person and place names, time words, numerals). A sentence states an answer
-when it says where something is or where someone is from, tells of the birth or death asked about, or
-counts in the unit the question counts in. Question terms are compared by stem, so "beekeeping" finds
-"beekeeper", and "how strong" asks about a strength.
+因为, a colour word, a name that takes a word of the one it is named after; "what time" asks for a time of
+day (3 PM, around 7ish), which a day does not give. Chinese sentences are read with jieba's parts of
+speech (person and place names, time words, numerals). A sentence states an answer when it says where
+something is or where someone is from, tells of the birth or death asked about, or counts in the unit
+the question counts in. Question terms are compared by stem, so "beekeeping" finds "beekeeper", and "how
+strong" asks about a strength.
 """
 
 from __future__ import annotations
@@ -125,6 +126,13 @@ _DATE = re.compile(
     r"公元|春季|夏季|秋季|冬季",
     re.IGNORECASE,
 )
+# A time of day, for a question that asks "what time": "3 PM", "18:30", "around 7ish", noon.
+_CLOCK = re.compile(
+    r"(?<!\d)\d{1,2}:\d{2}(?!\d)|\b\d{1,2}(?::\d{2})?\s?(?:am|pm|a\.m\.|p\.m\.)|\b(?:noon|midnight)\b|"
+    r"\b(?:at|around|about|by)\s+\d{1,2}(?:ish|\s*o['’]clock)?(?=\s*(?:[?!.,;)]|$))",
+    re.IGNORECASE,
+)
+_ASKS_CLOCK = re.compile(r"\bwhat\s+time\b", re.IGNORECASE)
 # A date on the calendar (a year, a month, a day of a month), not one relative to when it was said ("tomorrow").
 _CALENDAR_DATE = re.compile(
     rf"\b(?:1[0-9]\d\d|20\d\d)s?\b|(?<!\d)(?:19|20)\d{{6}}(?!\d)|\b(?:{_MONTHS})\b|\d+\s*(?:年|月|日|号)|"
@@ -231,6 +239,7 @@ class Asked:
     origin: bool = False  # it asks where someone is from ("where was she born", 哪里人, 籍贯)
     event: re.Pattern[str] | None = None  # the birth or death it asks the date or place of (`_LIFE_EVENTS`)
     namesake: frozenset[str] = frozenset()  # the words of the name something is named after, lower-cased
+    clock: bool = False  # it asks for a time of day ("what time"): a day or a year does not answer it
 
 
 def asked(question: str) -> Asked:
@@ -248,8 +257,10 @@ def asked(question: str) -> Asked:
     compound = parts if len(parts) > 1 else ()
     origin = bool(_ASKS_ORIGIN.search(question))
     event = next((e for e in _LIFE_EVENTS if e.search(question)), None)
+    clock = bool(_ASKS_CLOCK.search(question))
+    focus = _focus(question)
     return Asked(
-        question, kinds, listing, terms, words, _focus(question), compound, unit, origin, event, _namesake(question)
+        question, kinds, listing, terms, words, focus, compound, unit, origin, event, _namesake(question), clock
     )
 
 
@@ -312,7 +323,7 @@ def answers(sentence: str, kind: AnswerKind, question: Asked, lower_words: froze
     if any(is_cjk(char) for char in sentence):
         return _answers_chinese(sentence, kind, question)
     if kind is AnswerKind.DATE:
-        return _new(_DATE.findall(sentence), question)
+        return _new((_CLOCK if question.clock else _DATE).findall(sentence), question)
     if kind is AnswerKind.NUMBER:  # a year is a date, not a quantity
         found = re.findall(r"[\w.,£$€¥%]*\d[\w.,%]*|" + _NUMBER.pattern, sentence, re.I)
         return _new([f for f in found if not _YEAR.fullmatch(f.strip(".,"))], question)
