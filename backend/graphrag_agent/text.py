@@ -25,7 +25,7 @@ _CJK_RUN_OR_WORD = re.compile(rf"([{CJK}]+)|([^\W_{CJK}]+(?:['’][^\W_{CJK}]+)*
 _POSSESSIVE = re.compile(r"'s$", re.IGNORECASE)
 _BLOCK_START = re.compile(r"^\s*(?:#{1,6}\s|[-*+]\s|\d{1,3}[.)]\s)")
 _LIST_NUMBER = re.compile(r"\d{1,3}[.)]")
-CHAT_LINE = re.compile(r"^\s*[^\s:：]{1,40}[:：]\s*\S")  # "Speaker: message", "Time: 20260131_14:00"
+_CHAT_LINE = re.compile(r"^\s*[^\s:：]{1,40}[:：]\s*\S")  # "Speaker: message", "Time: 20260131_14:00"
 # A full stop after an initial ("Robert A. Stemmle"; not "I", a numeral: "Lothair I.") or a title
 # ("Dr.", "St.") does not end the sentence, so names keep their parts.
 _TITLES = ("Mr", "Ms", "Dr", "St", "Jr", "Sr", "Mt", "vs")
@@ -267,7 +267,7 @@ def _blocks(paragraph: str) -> list[str]:
 def is_chat(text: str) -> bool:
     """Is `text` a chat log: at least half of its lines (two or more, blank ones aside) are `Speaker: message`?"""
     lines = [line for line in text.splitlines() if line.strip()]
-    return len(lines) >= 2 and 2 * sum(1 for line in lines if CHAT_LINE.match(line)) >= len(lines)
+    return len(lines) >= 2 and 2 * sum(1 for line in lines if _CHAT_LINE.match(line)) >= len(lines)
 
 
 def split_sentences(text: str) -> list[str]:
