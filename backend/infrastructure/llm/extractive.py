@@ -376,7 +376,7 @@ def _choose(question: Asked, scored: list[_Scored], first: list[_Scored], passag
         covered = frozenset().union(*(kept.held for kept in chosen))
         remaining.sort(key=lambda c: -_weighed(c, covered))
         untold = _untold(question, chosen)
-        candidate = remaining.pop(_next(question, remaining, chosen, covered) if untold else 0)
+        candidate = remaining.pop(_next(remaining, chosen, covered) if untold else 0)
         if _weighed(candidate, covered) < CLOSE_ENOUGH * chosen[0].score:
             break
         frame = [s for s in _frame(question, candidate, passages) if all(s not in f for f in frames)]
@@ -397,7 +397,7 @@ def _choose(question: Asked, scored: list[_Scored], first: list[_Scored], passag
     return [s for f in frames for s in f]
 
 
-def _next(question: Asked, remaining: list[_Scored], chosen: list[_Scored], covered: frozenset[str]) -> int:
+def _next(remaining: list[_Scored], chosen: list[_Scored], covered: frozenset[str]) -> int:
     """Where in `remaining` (best first) the next candidate is while no chosen sentence names an answer of the kind
     asked: the first that does in a chunk already quoted and scores close enough ("Sure, I can help!" then "I'm
     free on Wednesday."), else the best."""
