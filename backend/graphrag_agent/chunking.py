@@ -199,8 +199,8 @@ def _pack(text: str, units: Sequence[_Unit], max_tokens: int, overlap_tokens: in
             else:
                 groups.append(current)
                 # A new section (heading) starts clean; elsewhere the last sentences carry over.
-                after = paragraph_tokens[i] - unit.tokens if chat and unit.starts_paragraph else 0
-                room = max_tokens - max(after, 0)
+                after = paragraph_tokens[i] - unit.tokens if chat and unit.starts_paragraph else 0  # the message's rest
+                room = max_tokens - after
                 current = [] if unit.is_heading else _overlap(text, current, unit, room, overlap_tokens)
                 fresh = 0
         current.append(unit)
