@@ -71,7 +71,7 @@ _ASKS = (  # (kind, the question words that ask for it), checked in this order
     ),
     (AnswerKind.REASON, r"\bwhy\b|\bfor\s+what\s+reason\b|为什么|为何|何故|什么原因|原因是什么"),
     (AnswerKind.COLOUR, r"\b(?:what|which)\s+colou?rs?\b|颜色|什么色|何色"),
-    (AnswerKind.NAMESAKE, r"\bnamed\s+(?:after|for)\s+[A-Z]|\bin\s+honou?r\s+of\s+[A-Z]"),
+    (AnswerKind.NAMESAKE, r"(?-i:\b(?:named\s+(?:after|for)|in\s+honou?r\s+of)\s+[A-Z])"),  # then a name
 )
 _ALIAS = re.compile(
     r"\b(?:also|otherwise|formerly|commonly)\s+(?:called|known\s+as|named)\b|\bnicknamed\b|\ba\.?k\.?a\.?\b|"
@@ -102,9 +102,7 @@ _LOCATED_AT = re.compile(rf"(?:{_LOCATED_CJK})[于在]?([^，。；、,;:：（(
 _COUNTED = re.compile(r"\bhow\s+many\s+([a-z]+)", re.IGNORECASE)  # the noun it counts
 _CJK_NUMERALS = "一二两三四五六七八九十百千万亿零〇"
 _COUNTED_CJK = re.compile(r"(?:多少|几)([\u4e00-\u9fff])")  # the counter or unit after it
-_ASK_PATTERNS = tuple(
-    (kind, re.compile(pattern, 0 if kind is AnswerKind.NAMESAKE else re.IGNORECASE)) for kind, pattern in _ASKS
-)
+_ASK_PATTERNS = tuple((kind, re.compile(pattern, re.IGNORECASE)) for kind, pattern in _ASKS)
 _NAMED_AFTER = re.compile(r"\b(?:named\s+(?:after|for)|in\s+honou?r\s+of)\s+(.*)", re.IGNORECASE)
 _LISTING = re.compile(
     r"\b(?:list|name\s+(?:all|the)|what\s+are\s+(?:the|some)|which\s+\w+\s+(?:are|were)|"
