@@ -25,6 +25,14 @@ _CJK_RUN_OR_WORD = re.compile(rf"([{CJK}]+)|([^\W_{CJK}]+(?:['’][^\W_{CJK}]+)*
 _POSSESSIVE = re.compile(r"'s$", re.IGNORECASE)
 _BLOCK_START = re.compile(r"^\s*(?:#{1,6}\s|[-*+]\s|\d{1,3}[.)]\s)")
 _LIST_NUMBER = re.compile(r"\d{1,3}[.)]")
+# The noun a question asks the answer's kind with ("in what year", "which cities", "the name of"): the passage that
+# answers says 1921 or Lyon, rarely the noun itself.
+_ASKED_KIND = re.compile(r"\b(?:what|which)\s+(\w+)|\bthe\s+(name)\s+of\b", re.IGNORECASE)
+_KIND_NOUNS = frozenset(
+    {"year", "date", "day", "month", "time", "century", "decade", "place", "city", "country", "town", "village"}
+    | {"region", "state", "county", "location", "person", "people", "number", "amount", "percentage", "age", "size"}
+    | {"name"}
+)
 _CHAT_LINE = re.compile(r"^\s*[^\s:：]{1,40}[:：]\s*\S")  # "Speaker: message", "Time: 20260131_14:00"
 # A full stop after an initial ("Robert A. Stemmle"; not "I", a numeral: "Lothair I.") or a title
 # ("Dr.", "St.") does not end the sentence, so names keep their parts.
@@ -241,8 +249,14 @@ def _camel_case_parts(token: str) -> list[str]:
 
 
 def fulltext_query_terms(query: str) -> list[str]:
-    """A question's fulltext terms without stopwords and duplicates."""
-    return list(dict.fromkeys(term for term in fulltext_terms(query) if term not in STOPWORDS))
+    """A question's fulltext terms without stopwords, duplicates and the nouns it asks the answer's kind with."""
+    asked = {noun.lower() for nouns in _ASKED_KIND.findall(query) for noun in nouns if _singular(noun) in _KIND_NOUNS}
+    return list(dict.fromkeys(t for t in fulltext_terms(query) if t not in STOPWORDS and t not in asked))
+
+
+def _singular(noun: str) -> str:
+    lowered = noun.lower()
+    return lowered[:-3] + "y" if lowered.endswith("ies") else lowered.removesuffix("s")
 
 
 def content_terms(text: str) -> list[str]:

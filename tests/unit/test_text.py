@@ -63,6 +63,14 @@ def test_fulltext_terms_segment_chinese_into_words_and_queries_drop_question_wor
     assert fulltext_query_terms("When was the orchard founded?") == ["orchard", "founded"]
 
 
+def test_queries_drop_the_noun_that_asks_the_kind_of_answer() -> None:
+    # The passage that answers "in what year" says 1921, not "year"; a passage about the calendar says "year".
+    assert fulltext_query_terms("Who started the orchard, and in what year?") == ["started", "orchard"]
+    assert fulltext_query_terms("Which cities does the Rhine cross?") == ["rhine", "cross"]
+    assert fulltext_query_terms("What is the name of the dog?") == ["dog"]
+    assert fulltext_query_terms("How many years did the war last?") == ["years", "war", "last"]
+
+
 def test_latin_words_and_digits_do_not_swallow_the_chinese_after_them() -> None:
     assert fulltext_terms("1990年成立") == ["1990", "年", "成立"]
     assert index_terms("ABC公司") == ["abc", "公", "司", "公司"]

@@ -187,12 +187,6 @@ _QUESTION_WORDS = frozenset(
     ]
 )
 _CALENDAR = re.compile(rf"^(?:{_MONTHS}|{_WEEKDAYS}|Saturdays|Sundays)$")
-# The noun of "what year", "which city": it names the kind of answer, not what the answer is about.
-_CUE_NOUN = re.compile(
-    r"\b(?:what|which)\s+(year|date|day|month|time|century|decade|place|city|country|town|village|region|state|"
-    r"county|location|person|people|number|amount|percentage|age|size)s?\b|\bthe\s+(name)\s+of\b",
-    re.IGNORECASE,
-)
 # "How strong": the answer names the strength. English measure adjectives and the nouns of their measures.
 _MEASURES = {
     "strong": "strength",
@@ -244,10 +238,9 @@ def asked(question: str) -> Asked:
     kinds = tuple(kind for kind, pattern in _ASK_PATTERNS if pattern.search(question))
     if AnswerKind.DATE in kinds and AnswerKind.NUMBER in kinds and re.search(r"how\s+long\s+ago", question, re.I):
         kinds = tuple(kind for kind in kinds if kind is not AnswerKind.NUMBER)
-    cues = {stem(noun.lower()) for nouns in _CUE_NOUN.findall(question) for noun in nouns if noun}
     measures = [_MEASURES[adjective.lower()] for adjective in _HOW_ADJECTIVE.findall(question)]
     found = [stem(term) for term in [*fulltext_query_terms(question), *measures]]
-    terms = tuple(t for t in dict.fromkeys(found) if t not in cues)
+    terms = tuple(dict.fromkeys(found))
     words = frozenset(index_terms(question))
     parts = tuple(part.strip() for part in _SECOND_QUESTION.split(question) if part.strip())
     listing = bool(_LISTING.search(question))
