@@ -632,3 +632,13 @@ def test_what_time_asks_for_a_time_of_day_not_a_day() -> None:
     assert answers("Saturday is going to be a blast with pizza!", AnswerKind.DATE, question) == []
     assert answers("I went to 2 parties at 2 places.", AnswerKind.DATE, question) == []
     assert answers("Saturday is going to be a blast!", AnswerKind.DATE, asked("When do they meet?")) == ["Saturday"]
+
+
+def test_what_year_asks_for_a_year_not_a_day() -> None:
+    question = asked("Who started the orchard, and in what year?")
+    assert answers("It was founded in 1921 by Agnes Wren.", AnswerKind.DATE, question) == ["1921"]
+    assert answers("The mill was busiest in the 1950s.", AnswerKind.DATE, question) == ["1950s"]
+    assert answers("The year starts with the Wassail in January.", AnswerKind.DATE, question) == []
+    assert answers("Which year? Time: 20260221_15:00", AnswerKind.DATE, asked("In which year did it open?")) == [
+        "20260221"
+    ]

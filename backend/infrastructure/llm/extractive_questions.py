@@ -130,7 +130,13 @@ _CLOCK = re.compile(
     r"\b(?:at|around|about|by)\s+\d{1,2}(?:ish|\s*o['’]clock)?(?=\s*(?:[?!.,;)]|$))",
     re.IGNORECASE,
 )
-_ASKS_CLOCK = re.compile(r"\bwhat\s+time\b", re.IGNORECASE)
+# A year, for a question that asks "what year" or "which year": "1921", "the 1950s", 20260301.
+_YEARS = re.compile(r"\b(?:1[0-9]\d\d|20\d\d)s?\b|(?<!\d)(?:19|20)\d{6}(?!\d)")
+# The dates a question's answer is among, by what it asks: a time of day, a year, or any date.
+_ASKED_DATES = (
+    (re.compile(r"\bwhat\s+time\b", re.IGNORECASE), _CLOCK),
+    (re.compile(r"\b(?:what|which)\s+year\b", re.IGNORECASE), _YEARS),
+)
 # A date on the calendar (a year, a month, a day of a month), not one relative to when it was said ("tomorrow").
 _CALENDAR_DATE = re.compile(
     rf"\b(?:1[0-9]\d\d|20\d\d)s?\b|(?<!\d)(?:19|20)\d{{6}}(?!\d)|\b(?:{_MONTHS})\b|\d+\s*(?:年|月|日|号)|"
@@ -231,7 +237,7 @@ class Asked:
     origin: bool = False  # it asks where someone is from ("where was she born", 哪里人, 籍贯)
     event: re.Pattern[str] | None = None  # the birth or death it asks the date or place of (`_LIFE_EVENTS`)
     namesake: frozenset[str] = frozenset()  # the words of the name something is named after, lower-cased
-    clock: bool = False  # it asks for a time of day ("what time"): a day or a year does not answer it
+    dates: re.Pattern[str] = _DATE  # an answer of the DATE kind: a time of day for "what time", a year for "what year"
 
 
 def asked(question: str) -> Asked:
@@ -248,10 +254,10 @@ def asked(question: str) -> Asked:
     compound = parts if len(parts) > 1 else ()
     origin = bool(_ASKS_ORIGIN.search(question))
     event = next((e for e in _LIFE_EVENTS if e.search(question)), None)
-    clock = bool(_ASKS_CLOCK.search(question))
+    dates = next((found for asks, found in _ASKED_DATES if asks.search(question)), _DATE)
     focus = _focus(question)
     return Asked(
-        question, kinds, listing, terms, words, focus, compound, unit, origin, event, _namesake(question), clock
+        question, kinds, listing, terms, words, focus, compound, unit, origin, event, _namesake(question), dates
     )
 
 
@@ -314,7 +320,7 @@ def answers(sentence: str, kind: AnswerKind, question: Asked, lower_words: froze
     if any(is_cjk(char) for char in sentence):
         return _answers_chinese(sentence, kind, question)
     if kind is AnswerKind.DATE:
-        return _new((_CLOCK if question.clock else _DATE).findall(sentence), question)
+        return _new(question.dates.findall(sentence), question)
     if kind is AnswerKind.NUMBER:  # a year is a date, not a quantity
         found = re.findall(r"[\w.,£$€¥%]*\d[\w.,%]*|" + _NUMBER.pattern, sentence, re.I)
         return _new([f for f in found if not _YEAR.fullmatch(f.strip(".,"))], question)
