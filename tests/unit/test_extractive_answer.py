@@ -352,6 +352,17 @@ def test_a_chat_reply_is_about_what_the_message_it_answers_asks() -> None:
     assert "WolfgangSchulz: Sure, try FitZone on Mill Road." in answer
 
 
+def test_in_a_group_chat_a_reply_may_answer_a_question_asked_messages_before() -> None:
+    text = (
+        "Emily: Which film should we watch at the club on Friday night? Vote away!\n"
+        "Niamh: Great idea! I always liked comedies.\n"
+        "Orion: I'd say Heat, for me.\n"
+        "Merrick: Tickets are cheaper before six, by the way."
+    )
+    answer = body(compose_extractive_answer("Which film does Orion want to watch on Friday night?", [chunk(text)]))
+    assert answer.startswith("Orion: I'd say Heat")
+
+
 def test_a_chinese_chat_reply_is_about_what_the_message_it_answers_asks() -> None:
     text = (
         "李华：周末的烧烤聚会你打算带什么饮料？\n王伟：我会带几瓶自制的酸梅汤。\n"

@@ -48,6 +48,7 @@ import math
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass
+from itertools import groupby, islice
 
 from backend.domain.retrieval import Granularity, RetrievalResult
 from backend.graphrag_agent.text import cjk_presence, is_cjk
@@ -89,6 +90,7 @@ CLOSE_ENOUGH = 0.3  # a further sentence's score against the best one's
 # near tie is an uncertain choice, and quoting both beats betting on one.
 UNSURE = 0.7
 SAME_TERMS = 0.8  # a further sentence that brings no question term the quoted ones lack, against one that does
+REPLY_REACH = 3  # how many messages back a chat reply may answer a question
 QUESTION_PENALTY = 0.5  # a sentence that asks a question, against one that states
 RANK_DECAY = 0.03  # per place of its source in the evidence
 STAMP_WORDS = 4  # at most this many words after its label make a line a date stamp ("Time: 20260930_16:00")
@@ -187,24 +189,21 @@ class _Passages:
         return []
 
     def _replied_to(self, index: int) -> list[str]:
-        """In a chat, the sentences of the message a message replies to (the one just before it, by someone else)
-        when that message asks: a reply answers in the question's words, not its own ("What kind of pizza is your
-        favourite?" "Bro, I'm all about that classic margherita.")."""
+        """In a chat, the sentences of the message a message replies to: the nearest of the few before it that asks,
+        by someone else, since the speaker's own last message. A reply answers in the question's words, not its own
+        ("What kind of pizza is your favourite?" "Bro, I'm all about that classic margherita."), and in a group
+        several replies follow one question."""
         sentence = self.sentences[index]
-        step = index - 1
-        while (
-            step >= 0
-            and self.sentences[step].source == sentence.source
-            and self.sentences[step].block == sentence.block
-        ):
-            step -= 1
-        if not sentence.label or step < 0 or self.sentences[step].source != sentence.source:
+        if not sentence.label:
             return []
-        asking = self.sentences[step]
-        if not asking.label or asking.label == sentence.label:
-            return []
-        message = [s.text for s in self.sentences[: step + 1] if s.source == asking.source and s.block == asking.block]
-        return message if any(_is_question(text) for text in message) else []
+        earlier = [s for s in self.sentences[:index] if s.source == sentence.source and s.block != sentence.block]
+        for _, message in islice(groupby(reversed(earlier), key=lambda s: s.block), REPLY_REACH):
+            said = list(message)[::-1]
+            if said[0].label in ("", sentence.label):  # not a chat, or the speaker already replied
+                return []
+            if any(_is_question(s.text) for s in said):
+                return [s.text for s in said]
+        return []
 
     def presence(self, term: str, index: int) -> tuple[float, float]:
         """(in the sentence, in its context): 1 or 0 for a word; for a CJK term the share of it found."""
