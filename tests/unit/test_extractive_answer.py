@@ -653,3 +653,11 @@ def test_what_year_asks_for_a_year_not_a_day() -> None:
     assert answers("Which year? Time: 20260221_15:00", AnswerKind.DATE, asked("In which year did it open?")) == [
         "20260221"
     ]
+
+
+def test_the_name_of_a_thing_is_answered_by_a_name_not_the_speaker() -> None:
+    question = asked("What is the name of the gym that Wolfgang recommended?")
+    assert AnswerKind.NAME in question.kinds
+    assert answers("There's a nice gym called FitZone near you.", AnswerKind.NAME, question) == ["FitZone"]
+    assert answers('We watched "The Witcher 3" all night.', AnswerKind.NAME, question) == ["The Witcher 3"]
+    assert asked("What is the name of the person who runs the mill?").kinds == (AnswerKind.PERSON,)

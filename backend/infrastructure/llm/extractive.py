@@ -345,7 +345,8 @@ def _score(
 
 def _answers(sentence: Sentence, kind: AnswerKind, question: Asked, passages: _Passages) -> list[str]:
     """The answers of `kind` the sentence, or its label (a chat message's speaker), holds."""
-    texts = [text for text in (sentence.text, sentence.label) if text]
+    label = sentence.label if kind is AnswerKind.PERSON else ""  # a chat's speaker is a person, not a name asked
+    texts = [text for text in (sentence.text, label) if text]
     return [answer for text in texts for answer in answers(text, kind, question, passages.lower_words)]
 
 

@@ -36,6 +36,7 @@ class AnswerKind(StrEnum):
     REASON = "reason"  # why something is or happened
     COLOUR = "colour"
     NAMESAKE = "namesake"  # a name given after the one the question names ("named after Margit": Margit's Keeved)
+    NAME = "name"  # the name of a thing ("What is the name of the gym", "What is it called"): a name or a title
 
 
 # Kinds held by the phrase that introduces the answer ("also known as", "because"), not by the answer itself.
@@ -72,6 +73,7 @@ _ASKS = (  # (kind, the question words that ask for it), checked in this order
     (AnswerKind.REASON, r"\bwhy\b|\bfor\s+what\s+reason\b|为什么|为何|何故|什么原因|原因是什么"),
     (AnswerKind.COLOUR, r"\b(?:what|which)\s+colou?rs?\b|颜色|什么色|何色"),
     (AnswerKind.NAMESAKE, r"(?-i:\b(?:named\s+(?:after|for)|in\s+honou?r\s+of)\s+[A-Z])"),  # then a name
+    (AnswerKind.NAME, r"\bthe\s+name\s+of\b|\bwhat\s+(?:is|was|are|were)\s+(?:\w+\s+){1,4}called\b"),
 )
 _ALIAS = re.compile(
     r"\b(?:also|otherwise|formerly|commonly)\s+(?:called|known\s+as|named)\b|\bnicknamed\b|\ba\.?k\.?a\.?\b|"
@@ -242,6 +244,8 @@ class Asked:
 
 def asked(question: str) -> Asked:
     kinds = tuple(kind for kind, pattern in _ASK_PATTERNS if pattern.search(question))
+    if AnswerKind.NAME in kinds and len(kinds) > 1:  # "which city" asks for a place, "which character" a person
+        kinds = tuple(kind for kind in kinds if kind is not AnswerKind.NAME)
     if AnswerKind.DATE in kinds and AnswerKind.NUMBER in kinds and re.search(r"how\s+long\s+ago", question, re.I):
         kinds = tuple(kind for kind in kinds if kind is not AnswerKind.NUMBER)
     measures = [_MEASURES[adjective.lower()] for adjective in _HOW_ADJECTIVE.findall(question)]
@@ -327,6 +331,9 @@ def answers(sentence: str, kind: AnswerKind, question: Asked, lower_words: froze
     if kind is AnswerKind.PLACE:
         places = _PLACE_AFTER.findall(sentence) + _PLACE_WORDS.findall(sentence)
         return _new(places, question)
+    if kind is AnswerKind.NAME:
+        titles = ["".join(groups).strip() for groups in _TITLE.findall(sentence)]
+        return _new([*names(sentence, lower_words), *titles], question)
     people = [name for name in names(sentence, lower_words) if not _PLACE_WORDS.search(name.split()[-1])]
     return _new(people, question)
 
