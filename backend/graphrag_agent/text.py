@@ -25,13 +25,13 @@ _CJK_RUN_OR_WORD = re.compile(rf"([{CJK}]+)|([^\W_{CJK}]+(?:['’][^\W_{CJK}]+)*
 _POSSESSIVE = re.compile(r"'s$", re.IGNORECASE)
 _BLOCK_START = re.compile(r"^\s*(?:#{1,6}\s|[-*+]\s|\d{1,3}[.)]\s)")
 _LIST_NUMBER = re.compile(r"\d{1,3}[.)]")
-# The noun a question asks the answer's kind with ("in what year", "which cities", "the name of"): the passage that
-# answers says 1921 or Lyon, rarely the noun itself.
+# The noun a question asks the answer's kind with ("in what year", "which cities", "what type of", "the name of"):
+# the passage that answers says 1921, Lyon or margherita, rarely the noun itself.
 _ASKED_KIND = re.compile(r"\b(?:what|which)\s+(\w+)|\bthe\s+(name)\s+of\b", re.IGNORECASE)
 _KIND_NOUNS = frozenset(
     {"year", "date", "day", "month", "time", "century", "decade", "place", "city", "country", "town", "village"}
     | {"region", "state", "county", "location", "person", "people", "number", "amount", "percentage", "age", "size"}
-    | {"name"}
+    | {"name", "kind", "type", "sort"}
 )
 _CHAT_LINE = re.compile(r"^\s*[^\s:：]{1,40}[:：]\s*\S")  # "Speaker: message", "Time: 20260131_14:00"
 # A full stop after an initial ("Robert A. Stemmle"; not "I", a numeral: "Lothair I.") or a title

@@ -68,6 +68,7 @@ def test_queries_drop_the_noun_that_asks_the_kind_of_answer() -> None:
     assert fulltext_query_terms("Who started the orchard, and in what year?") == ["started", "orchard"]
     assert fulltext_query_terms("Which cities does the Rhine cross?") == ["rhine", "cross"]
     assert fulltext_query_terms("What is the name of the dog?") == ["dog"]
+    assert fulltext_query_terms("What type of pizza does Wolfgang prefer?") == ["pizza", "wolfgang", "prefer"]
     assert fulltext_query_terms("How many years did the war last?") == ["years", "war", "last"]
 
 
