@@ -661,3 +661,21 @@ def test_the_name_of_a_thing_is_answered_by_a_name_not_the_speaker() -> None:
     assert answers("There's a nice gym called FitZone near you.", AnswerKind.NAME, question) == ["FitZone"]
     assert answers('We watched "The Witcher 3" all night.', AnswerKind.NAME, question) == ["The Witcher 3"]
     assert asked("What is the name of the person who runs the mill?").kinds == (AnswerKind.PERSON,)
+
+
+def test_what_type_of_a_thing_is_answered_by_the_thing_with_the_word_that_sorts_it() -> None:
+    question = asked("What type of press does the mill use?")
+    assert question.kinds == (AnswerKind.SORT,)
+    assert answers("He installed a rack-and-cloth press that he bought.", AnswerKind.SORT, question) == [
+        "rack-and-cloth press"
+    ]
+    assert answers("The press is used every autumn.", AnswerKind.SORT, question) == []
+    assert answers("Do you prefer turn-based combat?", AnswerKind.SORT, asked("What kind of combat is best?")) == [
+        "turn-based combat"
+    ]
+    text = (
+        "# The mill\n\nThe mill presses most days in October, and the Press House Café is used by visitors. "
+        "Apples are milled, and the pomace goes on the rack-and-cloth press."
+    )
+    answer = body(compose_extractive_answer("What type of press does the mill use?", [chunk(text)]))
+    assert answer.startswith("Apples are milled, and the pomace goes on the rack-and-cloth press.")

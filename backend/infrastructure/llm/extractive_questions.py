@@ -36,6 +36,7 @@ class AnswerKind(StrEnum):
     REASON = "reason"  # why something is or happened
     COLOUR = "colour"
     NAMESAKE = "namesake"  # a name given after the one the question names ("named after Margit": Margit's Keeved)
+    SORT = "sort"  # a kind of a thing ("What type of press"): the thing with the word that sorts it ("hand press")
     NAME = "name"  # the name of a thing ("What is the name of the gym", "What is it called"): a name or a title
 
 
@@ -73,6 +74,7 @@ _ASKS = (  # (kind, the question words that ask for it), checked in this order
     (AnswerKind.REASON, r"\bwhy\b|\bfor\s+what\s+reason\b|为什么|为何|何故|什么原因|原因是什么"),
     (AnswerKind.COLOUR, r"\b(?:what|which)\s+colou?rs?\b|颜色|什么色|何色"),
     (AnswerKind.NAMESAKE, r"(?-i:\b(?:named\s+(?:after|for)|in\s+honou?r\s+of)\s+[A-Z])"),  # then a name
+    (AnswerKind.SORT, r"\b(?:what|which)\s+(?:types?|kinds?|sorts?)\s+of\s+\w"),
     (AnswerKind.NAME, r"\bthe\s+name\s+of\b|\bwhat\s+(?:is|was|are|were)\s+(?:\w+\s+){1,4}called\b"),
 )
 _ALIAS = re.compile(
@@ -101,6 +103,14 @@ _COLOUR = re.compile(
 _LOCATED_CJK = r"位于|坐落|地处|座落"
 _LOCATED = re.compile(rf"\b(?:located|situated)\b|\blies\s+(?:in|on|at|near)\b|{_LOCATED_CJK}", re.IGNORECASE)
 _LOCATED_AT = re.compile(rf"(?:{_LOCATED_CJK})[于在]?([^，。；、,;:：（(）)]{{2,}})")  # the place named after it
+# The thing a "what type of" question asks a kind of: its last noun before the verb ("type of food event did": event).
+_SORTED = re.compile(
+    r"\b(?:types?|kinds?|sorts?)\s+of\s+(?:\w+\s+)?([a-z]+)\b"
+    r"(?=\s+(?:is|are|was|were|do|does|did|has|have|had|can|could|will|would)\b|\s*[?,]|$)",
+    re.IGNORECASE,
+)
+# A word and the word after it, overlapping: the sort and the thing ("a rack-and-cloth press").
+_SORTING = re.compile(r"\b([a-z][\w'’-]*)(?=\s+([a-z]+)\b)", re.IGNORECASE)
 _COUNTED = re.compile(r"\bhow\s+many\s+([a-z]+)", re.IGNORECASE)  # the noun it counts
 _CJK_NUMERALS = "一二两三四五六七八九十百千万亿零〇"
 _COUNTED_CJK = re.compile(r"(?:多少|几)([\u4e00-\u9fff])")  # the counter or unit after it
@@ -239,6 +249,7 @@ class Asked:
     origin: bool = False  # it asks where someone is from ("where was she born", 哪里人, 籍贯)
     event: re.Pattern[str] | None = None  # the birth or death it asks the date or place of (`_LIFE_EVENTS`)
     namesake: frozenset[str] = frozenset()  # the words of the name something is named after, lower-cased
+    sort_of: str = ""  # the noun a "what type of" question asks a kind of, by stem ("press"), or ""
     dates: re.Pattern[str] = _DATE  # an answer of the DATE kind: a time of day for "what time", a year for "what year"
 
 
@@ -260,9 +271,13 @@ def asked(question: str) -> Asked:
     event = next((e for e in _LIFE_EVENTS if e.search(question)), None)
     dates = next((found for asks, found in _ASKED_DATES if asks.search(question)), _DATE)
     focus = _focus(question)
-    return Asked(
-        question, kinds, listing, terms, words, focus, compound, unit, origin, event, _namesake(question), dates
-    )
+    namesake, sort_of = _namesake(question), _sort_of(question)
+    return Asked(question, kinds, listing, terms, words, focus, compound, unit, origin, event, namesake, sort_of, dates)
+
+
+def _sort_of(question: str) -> str:
+    found = _SORTED.search(question)
+    return stem(found.group(1).lower()) if found else ""
 
 
 def _namesake(question: str) -> frozenset[str]:
@@ -331,6 +346,8 @@ def answers(sentence: str, kind: AnswerKind, question: Asked, lower_words: froze
     if kind is AnswerKind.PLACE:
         places = _PLACE_AFTER.findall(sentence) + _PLACE_WORDS.findall(sentence)
         return _new(places, question)
+    if kind is AnswerKind.SORT:
+        return _sorts(sentence, question)
     if kind is AnswerKind.NAME:
         titles = ["".join(groups).strip() for groups in _TITLE.findall(sentence)]
         return _new([*names(sentence, lower_words), *titles], question)
@@ -383,6 +400,13 @@ def names(sentence: str, lower_words: frozenset[str]) -> list[str]:
             continue
         found.append(_POSSESSIVE.sub("", " ".join(words)))
     return found
+
+
+def _sorts(sentence: str, question: Asked) -> list[str]:
+    """The thing a "what type of" question asks about after a word that sorts it and the question lacks ("a
+    rack-and-cloth press", "turn-based combat"; not "the press")."""
+    found = [(word, noun) for word, noun in _SORTING.findall(sentence) if stem(noun.lower()) == question.sort_of]
+    return [f"{word} {noun}" for word, noun in found if word.lower() not in STOPWORDS | question.words]
 
 
 def _name_words(name: str) -> frozenset[str]:
