@@ -679,3 +679,19 @@ def test_what_type_of_a_thing_is_answered_by_the_thing_with_the_word_that_sorts_
     )
     answer = body(compose_extractive_answer("What type of press does the mill use?", [chunk(text)]))
     assert answer.startswith("Apples are milled, and the pomace goes on the rack-and-cloth press.")
+
+
+def test_a_sentence_naming_the_noun_a_question_asks_about_comes_first() -> None:
+    assert asked("What new hobbies does Wolfgang propose?").head == "hobbi"
+    assert asked("What scene from the film does Bronwyn mention?").head == "scene"
+    assert asked("What does Li Hua think about the film?").head == ""
+    chat = (
+        "Bronwyn: Honestly, I'm all about Red Dead Redemption 2.\n"
+        "Thane: Red Dead Redemption 2 has so many epic moments!\n"
+        "Bronwyn: Red Dead Redemption 2 was emotional from start to end.\n"
+        "Helios: Can't believe how emotional Red Dead Redemption 2 got!\n"
+        "Bronwyn: I have to say, the scene with Arthur and John on the mountain really hit home."
+    )
+    question = 'What scene from "Red Dead Redemption 2" does Bronwyn mention as emotional?'
+    answer = body(compose_extractive_answer(question, [chunk(chat)]))
+    assert "the scene with Arthur and John" in answer

@@ -514,7 +514,8 @@ def compose_extractive_answer(question: str, evidence: Sequence[RetrievalResult]
     if not passages.sentences:
         return NO_EVIDENCE_ANSWER
     wanted = asked(question)
-    scored = _score(wanted, passages, wanted.kinds)
+    # A sentence naming the noun asked about ("What scene ...": "the scene with Arthur") describes the answer.
+    scored = _score(wanted, passages, wanted.kinds, frozenset({wanted.head} - {""}))
     if scored:
         sentences = _framed(wanted, _choose(wanted, scored, _best_per_part(wanted, passages), passages), passages)
     else:

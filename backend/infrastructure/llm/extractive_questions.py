@@ -111,6 +111,14 @@ _SORTED = re.compile(
 )
 # A word and the word after it, overlapping: the sort and the thing ("a rack-and-cloth press").
 _SORTING = re.compile(r"\b([a-z][\w'’-]*)(?=\s+([a-z]+)\b)", re.IGNORECASE)
+_AUXILIARY = r"(?:is|are|was|were|do|does|did|has|have|had|can|could|will|would|should)\b"
+# The noun a "what"/"which" question asks about: the last word before its verb or a preposition, past at most two
+# words ("What new hobbies does", "What scene from"); none when a verb comes first ("What does Li Hua think").
+_ASKED_HEAD = re.compile(
+    rf"\b(?:what|which)\s+(?:(?!{_AUXILIARY})[\w'’-]+\s+){{0,2}}?(?!{_AUXILIARY})([a-z]+)"
+    rf"(?=\s+(?:{_AUXILIARY}|(?:from|of|in|on|for|that|about)\b))",
+    re.IGNORECASE,
+)
 _COUNTED = re.compile(r"\bhow\s+many\s+([a-z]+)", re.IGNORECASE)  # the noun it counts
 _CJK_NUMERALS = "一二两三四五六七八九十百千万亿零〇"
 _COUNTED_CJK = re.compile(r"(?:多少|几)([\u4e00-\u9fff])")  # the counter or unit after it
@@ -249,6 +257,7 @@ class Asked:
     origin: bool = False  # it asks where someone is from ("where was she born", 哪里人, 籍贯)
     event: re.Pattern[str] | None = None  # the birth or death it asks the date or place of (`_LIFE_EVENTS`)
     namesake: frozenset[str] = frozenset()  # the words of the name something is named after, lower-cased
+    head: str = ""  # the noun a "what"/"which" question asks about, by stem, when it is one of its terms ("scene")
     sort_of: str = ""  # the noun a "what type of" question asks a kind of, by stem ("press"), or ""
     dates: re.Pattern[str] = _DATE  # an answer of the DATE kind: a time of day for "what time", a year for "what year"
 
@@ -271,8 +280,25 @@ def asked(question: str) -> Asked:
     event = next((e for e in _LIFE_EVENTS if e.search(question)), None)
     dates = next((found for asks, found in _ASKED_DATES if asks.search(question)), _DATE)
     focus = _focus(question)
+    head = _ASKED_HEAD.search(question)
+    head_term = stem(head.group(1).lower()) if head else ""
     namesake, sort_of = _namesake(question), _sort_of(question)
-    return Asked(question, kinds, listing, terms, words, focus, compound, unit, origin, event, namesake, sort_of, dates)
+    return Asked(
+        question,
+        kinds,
+        listing,
+        terms,
+        words,
+        focus,
+        compound,
+        unit,
+        origin,
+        event,
+        namesake,
+        head_term if head_term in terms else "",
+        sort_of,
+        dates,
+    )
 
 
 def _sort_of(question: str) -> str:
