@@ -670,6 +670,7 @@ def test_what_type_of_a_thing_is_answered_by_the_thing_with_the_word_that_sorts_
         "rack-and-cloth press"
     ]
     assert answers("The press is used every autumn.", AnswerKind.SORT, question) == []
+    assert answers("A new press house opened.", AnswerKind.SORT, question) == []  # "press" sorts the house
     assert answers("Do you prefer turn-based combat?", AnswerKind.SORT, asked("What kind of combat is best?")) == [
         "turn-based combat"
     ]

@@ -109,8 +109,8 @@ _SORTED = re.compile(
     r"(?=\s+(?:is|are|was|were|do|does|did|has|have|had|can|could|will|would)\b|\s*[?,]|$)",
     re.IGNORECASE,
 )
-# A word and the word after it, overlapping: the sort and the thing ("a rack-and-cloth press").
-_SORTING = re.compile(r"\b([a-z][\w'’-]*)(?=\s+([a-z]+)\b)", re.IGNORECASE)
+# A word, the word after it and the one after that, overlapping: the sort, the thing and what follows it.
+_SORTING = re.compile(r"\b([a-z][\w'’-]*)(?=\s+([a-z]+)\b(?:\s+([a-z]+))?)", re.IGNORECASE)
 _AUXILIARY = r"(?:is|are|was|were|do|does|did|has|have|had|can|could|will|would|should)\b"
 # The noun a "what"/"which" question asks about: the last word before its verb or a preposition, past at most two
 # words ("What new hobbies does", "What scene from"); none when a verb comes first ("What does Li Hua think").
@@ -429,9 +429,14 @@ def names(sentence: str, lower_words: frozenset[str]) -> list[str]:
 
 
 def _sorts(sentence: str, question: Asked) -> list[str]:
-    """The thing a "what type of" question asks about after a word that sorts it and the question lacks ("a
-    rack-and-cloth press", "turn-based combat"; not "the press")."""
-    found = [(word, noun) for word, noun in _SORTING.findall(sentence) if stem(noun.lower()) == question.sort_of]
+    """The thing a "what type of" question asks about after a word that sorts it and the question lacks, and not
+    before a word that it sorts in turn ("a rack-and-cloth press", "turn-based combat"; not "the press", not
+    "the new pizza place")."""
+    found = [
+        (word, noun)
+        for word, noun, after in _SORTING.findall(sentence)
+        if stem(noun.lower()) == question.sort_of and (not after or after.lower() in STOPWORDS)
+    ]
     return [f"{word} {noun}" for word, noun in found if word.lower() not in STOPWORDS | question.words]
 
 
