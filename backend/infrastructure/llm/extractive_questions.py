@@ -103,15 +103,15 @@ _COLOUR = re.compile(
 _LOCATED_CJK = r"位于|坐落|地处|座落"
 _LOCATED = re.compile(rf"\b(?:located|situated)\b|\blies\s+(?:in|on|at|near)\b|{_LOCATED_CJK}", re.IGNORECASE)
 _LOCATED_AT = re.compile(rf"(?:{_LOCATED_CJK})[于在]?([^，。；、,;:：（(）)]{{2,}})")  # the place named after it
+_AUXILIARY = r"(?:is|are|was|were|do|does|did|has|have|had|can|could|will|would|should)\b"
 # The thing a "what type of" question asks a kind of: its last noun before the verb ("type of food event did": event).
 _SORTED = re.compile(
     r"\b(?:types?|kinds?|sorts?)\s+of\s+(?:\w+\s+)?([a-z]+)\b"
-    r"(?=\s+(?:is|are|was|were|do|does|did|has|have|had|can|could|will|would)\b|\s*[?,]|$)",
+    rf"(?=\s+{_AUXILIARY}|\s*[?,]|$)",
     re.IGNORECASE,
 )
 # A word, the word after it and the one after that, overlapping: the sort, the thing and what follows it.
 _SORTING = re.compile(r"\b([a-z][\w'’-]*)(?=\s+([a-z]+)\b(?:\s+([a-z]+))?)", re.IGNORECASE)
-_AUXILIARY = r"(?:is|are|was|were|do|does|did|has|have|had|can|could|will|would|should)\b"
 # The noun a "what"/"which" question asks about: the last word before its verb or a preposition, past at most two
 # words ("What new hobbies does", "What scene from"); none when a verb comes first ("What does Li Hua think").
 _ASKED_HEAD = re.compile(
@@ -135,8 +135,10 @@ _MONTHS = (
     r"Jan|Feb|Mar|Apr|Jun|Jul|Aug|Sep|Sept|Oct|Nov|Dec"
 )
 _WEEKDAYS = r"Monday|Tuesday|Wednesday|Thursday|Friday|Saturday|Sunday|Mondays|Tuesdays|Wednesdays|Thursdays|Fridays"
+# A year: "1921", "the 1950s", or the year of a 20260301 stamp.
+_YEAR_FORMS = r"\b(?:1[0-9]\d\d|20\d\d)s?\b|(?<!\d)(?:19|20)\d{6}(?!\d)"
 _DATE = re.compile(
-    rf"\b(?:1[0-9]\d\d|20\d\d)s?\b|(?<!\d)(?:19|20)\d{{6}}(?!\d)|\b(?:{_MONTHS})\b|\b(?:{_WEEKDAYS}|Saturdays|Sundays)\b|"
+    rf"{_YEAR_FORMS}|\b(?:{_MONTHS})\b|\b(?:{_WEEKDAYS}|Saturdays|Sundays)\b|"
     r"(?<!\d)\d{1,2}:\d{2}(?!\d)|\b\d{1,2}\s?(?:am|pm|a\.m\.|p\.m\.)|\b(?:spring|summer|autumn|winter|today|tomorrow|"
     r"yesterday|tonight|noon|midnight|weekend|weekends)\b|\b(?:this|next|last|every)\s+(?:week|month|year|morning|"
     r"evening|night)\b|\bcentury\b|\b\d+\s+(?:days?|weeks?|months?|years?)\s+(?:ago|later|after|before)\b|"
@@ -150,16 +152,14 @@ _CLOCK = re.compile(
     r"\b(?:at|around|about|by)\s+\d{1,2}(?:ish|\s*o['’]clock)?(?=\s*(?:[?!.,;)]|$))",
     re.IGNORECASE,
 )
-# A year, for a question that asks "what year" or "which year": "1921", "the 1950s", 20260301.
-_YEARS = re.compile(r"\b(?:1[0-9]\d\d|20\d\d)s?\b|(?<!\d)(?:19|20)\d{6}(?!\d)")
 # The dates a question's answer is among, by what it asks: a time of day, a year, or any date.
 _ASKED_DATES = (
     (re.compile(r"\bwhat\s+time\b", re.IGNORECASE), _CLOCK),
-    (re.compile(r"\b(?:what|which)\s+year\b", re.IGNORECASE), _YEARS),
+    (re.compile(r"\b(?:what|which)\s+year\b", re.IGNORECASE), re.compile(_YEAR_FORMS)),
 )
 # A date on the calendar (a year, a month, a day of a month), not one relative to when it was said ("tomorrow").
 _CALENDAR_DATE = re.compile(
-    rf"\b(?:1[0-9]\d\d|20\d\d)s?\b|(?<!\d)(?:19|20)\d{{6}}(?!\d)|\b(?:{_MONTHS})\b|\d+\s*(?:年|月|日|号)|"
+    rf"{_YEAR_FORMS}|\b(?:{_MONTHS})\b|\d+\s*(?:年|月|日|号)|"
     r"[一二三四五六七八九十〇零]+(?:年|月|日)|世纪|年代|公元",
     re.IGNORECASE,
 )
@@ -264,7 +264,7 @@ class Asked:
 
 def asked(question: str) -> Asked:
     kinds = tuple(kind for kind, pattern in _ASK_PATTERNS if pattern.search(question))
-    if AnswerKind.NAME in kinds and len(kinds) > 1:  # "which city" asks for a place, "which character" a person
+    if AnswerKind.NAME in kinds and len(kinds) > 1:  # "the name of the person" asks for a person
         kinds = tuple(kind for kind in kinds if kind is not AnswerKind.NAME)
     if AnswerKind.DATE in kinds and AnswerKind.NUMBER in kinds and re.search(r"how\s+long\s+ago", question, re.I):
         kinds = tuple(kind for kind in kinds if kind is not AnswerKind.NUMBER)
