@@ -12,6 +12,7 @@ from backend.infrastructure.llm.extractive import (
     compose_extractive_answer,
     stream_pieces,
 )
+from backend.infrastructure.llm.extractive_passages import chunk_sentences
 from backend.infrastructure.llm.extractive_questions import AnswerKind, answers, asked, names
 
 VISITING_ACCESS = """## Accessibility
@@ -696,3 +697,12 @@ def test_a_sentence_naming_the_noun_a_question_asks_about_comes_first() -> None:
     question = 'What scene from "Red Dead Redemption 2" does Bronwyn mention as emotional?'
     answer = body(compose_extractive_answer(question, [chunk(chat)]))
     assert "the scene with Arthur and John" in answer
+
+
+def test_a_chat_message_is_read_without_its_speaker() -> None:
+    first, second = chunk_sentences("WolfgangSchulz: Try FitZone on Mill Road. It opens at six.", 1)
+    assert (first.label, first.said, second.said) == ("WolfgangSchulz", "Try FitZone on Mill Road.", "It opens at six.")
+    question = asked("What is the name of the gym Wolfgang likes?")
+    said = " | ".join(answers(first.said, AnswerKind.NAME, question))
+    assert "FitZone" in said and "WolfgangSchulz" not in said
+    assert "WolfgangSchulz" in answers(first.text, AnswerKind.NAME, question)  # what the label would add

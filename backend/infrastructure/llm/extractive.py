@@ -183,7 +183,7 @@ class _Passages:
             earlier = self.sentences[step]
             if earlier.source != sentence.source:
                 break
-            value = earlier.text.removeprefix(earlier.label).strip(" :：")
+            value = earlier.said.strip(" :：")
             if earlier.label and calendar_dates(value) and len(value.split()) <= STAMP_WORDS:
                 return [earlier.text]
         return []
@@ -344,9 +344,10 @@ def _score(
 
 
 def _answers(sentence: Sentence, kind: AnswerKind, question: Asked, passages: _Passages) -> list[str]:
-    """The answers of `kind` the sentence, or its label (a chat message's speaker), holds."""
-    label = sentence.label if kind is AnswerKind.PERSON else ""  # a chat's speaker is a person, not a name asked
-    texts = [text for text in (sentence.text, label) if text]
+    """The answers of `kind` the sentence holds, without its label; a chat message's speaker is one for a who-question
+    (a person, not a name asked)."""
+    label = sentence.label if kind is AnswerKind.PERSON else ""
+    texts = [text for text in (sentence.said, label) if text]
     return [answer for text in texts for answer in answers(text, kind, question, passages.lower_words)]
 
 

@@ -38,6 +38,11 @@ class Sentence:
     heading: str  # the section heading above it in the chunk, "" when the chunk shows none
     label: str  # the label of its labelled line ("Speaker"), "" when none
 
+    @property
+    def said(self) -> str:
+        """Its text without the label that opens its line ("Speaker: Hi there." is "Hi there.")."""
+        return self.text.removeprefix(self.label).lstrip(" :：") if self.label else self.text
+
 
 @dataclass(slots=True)
 class _Block:
