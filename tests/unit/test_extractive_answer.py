@@ -364,6 +364,39 @@ def test_in_a_group_chat_a_reply_may_answer_a_question_asked_messages_before() -
     assert answer.startswith("Orion: I'd say Heat")
 
 
+def test_a_chat_reply_to_a_question_asking_the_same_sort_gives_the_sort() -> None:
+    text = (
+        "LiHua: Quick question: what kind of pizza is your favourite?\n"
+        "WolfgangSchulz: Bro, I'm all about that classic margherita.\n"
+        "LiHua: Nice, I like mine spicy.\n"
+        "WolfgangSchulz: I prefer to keep it mild, and I'm a fan of that new pizza place downtown."
+    )
+    answer = body(compose_extractive_answer("What type of pizza does WolfgangSchulz prefer?", [chunk(text)]))
+    assert "WolfgangSchulz: Bro, I'm all about that classic margherita." in answer
+
+
+def test_a_chat_reply_gives_a_reason_without_because() -> None:
+    text = (
+        "Anna: Why do you go hiking every weekend, Tom?\n"
+        "Tom: It clears my head after a long week at the office.\n"
+        "Anna: I went hiking in the Alps once.\n"
+        "Tom: I go hiking with my brother every weekend, rain or shine."
+    )
+    answer = body(compose_extractive_answer("Why does Tom go hiking every weekend?", [chunk(text)]))
+    assert "It clears my head" in answer
+
+
+def test_a_reply_counts_as_a_sort_only_for_a_question_asking_a_sort_of_the_same_thing() -> None:
+    text = (
+        "LiHua: Quick question: what kind of music do you like?\n"
+        "WolfgangSchulz: Bro, I'm all about that classic margherita.\n"
+        "WolfgangSchulz: I prefer a thin crust pizza from the stone oven."
+    )
+    answer = body(compose_extractive_answer("What type of pizza does WolfgangSchulz prefer?", [chunk(text)]))
+    assert answer.startswith("WolfgangSchulz: I prefer a thin crust pizza")
+    assert "margherita" not in answer
+
+
 def test_a_chinese_chat_reply_is_about_what_the_message_it_answers_asks() -> None:
     text = (
         "李华：周末的烧烤聚会你打算带什么饮料？\n王伟：我会带几瓶自制的酸梅汤。\n"

@@ -15,7 +15,8 @@ How a sentence scores:
 - a compound word the evidence never uses counts by its two words ("beehives" by "bee" and "hive"), and a Chinese
   term the sentence lacks counts a little by the characters of it that it holds (编 for 编著);
 - more when it holds an answer of the kind the question asks for (a person, a date, a place, a number, a reason, a
-  colour: `extractive_questions`; a chat message's speaker is a person), and more again when it states the answer
+  colour: `extractive_questions`; a chat message's speaker is a person; a chat reply to a question asking the same
+  sort or reason about the same thing gives one in its first sentence), and more again when it states the answer
   as asked: says where something is ("lies in", 位于) or where someone is from (湖广公安人) for a where-question,
   tells of the birth or death asked about (病逝 for 卒), counts in the unit a how-many question names ("650
   litres", 25人);
@@ -91,6 +92,9 @@ CLOSE_ENOUGH = 0.3  # a further sentence's score against the best one's
 UNSURE = 0.7
 SAME_TERMS = 0.8  # a further sentence that brings no question term the quoted ones lack, against one that does
 REPLY_REACH = 3  # how many messages back a chat reply may answer a question
+# Kinds whose answer a chat reply may give in words no cue reads: a sort by its name ("margherita"), a reason
+# without "because" ("It clears my head.").
+_UNMARKED = frozenset({AnswerKind.SORT, AnswerKind.REASON})
 QUESTION_PENALTY = 0.5  # a sentence that asks a question, against one that states
 RANK_DECAY = 0.03  # per place of its source in the evidence
 STAMP_WORDS = 4  # at most this many words after its label make a line a date stamp ("Time: 20260930_16:00")
@@ -156,6 +160,7 @@ class _Passages:
         labelled = [_labelled(s, None) for s in self.sentences]  # a message's speaker is in each of its sentences
         self.texts = [text.lower() for text in labelled]
         self.stems = [stems(text) for text in labelled]  # as written, so "LiHua" is also "li" and "hua"
+        self.replied = [self._replied_to(i) for i in range(len(self.sentences))]
         contexts = [self._context(i) for i in range(len(self.sentences))]
         self.context_texts = [text for text, _ in contexts]
         self.context_stems = [found for _, found in contexts]
@@ -170,7 +175,7 @@ class _Passages:
             for i in range(index - 1, -1, -1)
             if self.sentences[i].source == sentence.source and self.sentences[i].block == sentence.block
         ]
-        framing = [sentence.heading, sentence.label, *before, *self._replied_to(index), *self._stamp(index)]
+        framing = [sentence.heading, sentence.label, *before, *self.replied[index], *self._stamp(index)]
         text = " ".join(framing)
         return text.lower(), stems(text)
 
@@ -327,6 +332,8 @@ def _score(
         if not found:
             continue
         found_answers = {kind: _answers(sentence, kind, question, passages) for kind in kinds_asked}
+        for kind in _echoed(question, passages, index, kinds_asked):
+            found_answers[kind] = found_answers[kind] or [sentence.said]
         kinds = frozenset(kind for kind, held in found_answers.items() if held)
         stated = sum(states(sentence.text, kind, question) for kind in kinds)  # "lies in", "650 litres"
         share = (len(kinds) + stated) / len(kinds_asked) if kinds_asked else 0.0
@@ -349,6 +356,24 @@ def _answers(sentence: Sentence, kind: AnswerKind, question: Asked, passages: _P
     label = sentence.label if kind is AnswerKind.PERSON else ""
     texts = [text for text in (sentence.said, label) if text]
     return [answer for text in texts for answer in answers(text, kind, question, passages.lower_words)]
+
+
+def _echoed(
+    question: Asked, passages: _Passages, index: int, kinds_asked: tuple[AnswerKind, ...]
+) -> frozenset[AnswerKind]:
+    """The kinds of `_UNMARKED` answer the sentence gives as the opening of a chat reply to a question that asks
+    for the same kind about one of the question's terms: "What kind of pizza is your favourite?" "Bro, I'm all
+    about that classic margherita." answers "What type of pizza does he prefer?", though no cue reads a sort in it."""
+    wanted = _UNMARKED.intersection(kinds_asked)
+    sentence = passages.sentences[index]
+    if not wanted or not passages.replied[index] or not sentence.text.startswith(sentence.label):
+        return frozenset()
+    echoed: set[AnswerKind] = set()
+    for text in filter(_is_question, passages.replied[index]):
+        chat = asked(text)
+        if set(chat.terms) & set(question.terms):
+            echoed.update(wanted.intersection(chat.kinds))
+    return frozenset(echoed)
 
 
 def _best_per_part(question: Asked, passages: _Passages) -> list[_Scored]:
