@@ -386,6 +386,19 @@ def test_a_chat_reply_gives_a_reason_without_because() -> None:
     assert "It clears my head" in answer
 
 
+def test_a_reply_gives_the_sort_after_the_exclamation_it_reacts_with() -> None:
+    text = (
+        "LiHua: Sure! What kind of features do you want in the feedback section?\n"
+        "YurikoYamamoto: Awesome! I was thinking of a simple form for users to leave comments.\n"
+        "LiHua: I can add a feature for that section next week.\n"
+        "YurikoYamamoto: The new booking feature in the feedback section works well."
+    )
+    answer = body(
+        compose_extractive_answer("What kind of features does Yuriko want in the feedback section?", [chunk(text)])
+    )
+    assert "YurikoYamamoto: I was thinking of a simple form" in answer
+
+
 def test_a_reply_counts_as_a_sort_only_for_a_question_asking_a_sort_of_the_same_thing() -> None:
     text = (
         "LiHua: Quick question: what kind of music do you like?\n"

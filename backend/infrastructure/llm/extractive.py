@@ -16,10 +16,10 @@ How a sentence scores:
   term the sentence lacks counts a little by the characters of it that it holds (编 for 编著);
 - more when it holds an answer of the kind the question asks for (a person, a date, a place, a number, a reason, a
   colour: `extractive_questions`; a chat message's speaker is a person; a chat reply to a question asking the same
-  sort or reason about the same thing gives one in its first sentence), and more again when it states the answer
-  as asked: says where something is ("lies in", 位于) or where someone is from (湖广公安人) for a where-question,
-  tells of the birth or death asked about (病逝 for 卒), counts in the unit a how-many question names ("650
-  litres", 25人);
+  sort or reason about the same thing gives one in the sentence that opens it, after any exclamation that only
+  reacts: "Awesome!"), and more again when it states the answer as asked: says where something is ("lies in", 位于)
+  or where someone is from (湖广公安人) for a where-question, tells of the birth or death asked about (病逝 for 卒),
+  counts in the unit a how-many question names ("650 litres", 25人);
 - more when it names the question's focus (half when only its chunk does); when the question writes the title of
   some documents, only their sentences can be about its focus;
 - less when, in a chat, it asks a question itself, unless it offers an answer of the kind asked ("How about 7
@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from itertools import groupby, islice
 
 from backend.domain.retrieval import Granularity, RetrievalResult
-from backend.graphrag_agent.text import cjk_presence, is_cjk
+from backend.graphrag_agent.text import cjk_presence, index_terms, is_cjk
 from backend.infrastructure.llm.extractive_passages import Sentence, chunk_sentences
 from backend.infrastructure.llm.extractive_questions import (
     CUED_KINDS,
@@ -92,6 +92,7 @@ CLOSE_ENOUGH = 0.3  # a further sentence's score against the best one's
 UNSURE = 0.7
 SAME_TERMS = 0.8  # a further sentence that brings no question term the quoted ones lack, against one that does
 REPLY_REACH = 3  # how many messages back a chat reply may answer a question
+REACTION_WORDS = 3  # at most this many words make an exclamation a reaction ("That sounds great!")
 # Kinds whose answer a chat reply may give in words no cue reads: a sort by its name ("margherita"), a reason
 # without "because" ("It clears my head.").
 _UNMARKED = frozenset({AnswerKind.SORT, AnswerKind.REASON})
@@ -102,6 +103,7 @@ MIN_PART = 3  # letters of each word of a compound word
 REPEATED = 0.7  # share of the shorter one's terms that two sentences share when one repeats the other
 _QUALIFIER = re.compile(r"\s*[(（][^()（）]*[)）]\s*$")  # a title's bracketed qualifier: "加拿大广场 (温哥华)"
 _ASKS = re.compile(r"[?？][^\w?？]*$")
+_EXCLAIMS = re.compile(r"[!！][^\w!！]*$")
 _CONTINUES = re.compile(r"^(?:[这此该其它也并可为]|因为|由于)")  # see `_continues`
 _YEARLESS_START = re.compile(r"(?:\d{1,2}|[一二三四五六七八九十]{1,3})月")  # 10月析…: its year is said before
 _PRONOUN_START = re.compile(r"^(?:he|she|it|they|this|these|that|those|his|her|its|their|him|them)\b|^[他她它其该此]")
@@ -210,6 +212,19 @@ class _Passages:
                 return [s.text for s in said]
         return []
 
+    def opens(self, index: int) -> bool:
+        """Does the sentence open what its chat message says: its first sentence, or the first after short
+        exclamations that only react to what was said ("Awesome! I was thinking of a simple form.")?"""
+        sentence = self.sentences[index]
+        if _reacts(sentence):
+            return False
+        for earlier in reversed(self.sentences[:index]):
+            if earlier.source != sentence.source or earlier.block != sentence.block:
+                break
+            if not _reacts(earlier):
+                return False
+        return True
+
     def presence(self, term: str, index: int) -> tuple[float, float]:
         """(in the sentence, in its context): 1 or 0 for a word; for a CJK term the share of it found."""
         if is_cjk(term[0]):
@@ -269,6 +284,12 @@ class _Passages:
             if holds_calendar_date(earlier.text, question):
                 return earlier
         return None
+
+
+def _reacts(sentence: Sentence) -> bool:
+    """Is it a short exclamation of a chat message ("Awesome!", "That sounds great!"), a reaction to what was said?"""
+    said = sentence.said.rstrip()
+    return bool(sentence.label) and _EXCLAIMS.search(said) is not None and len(index_terms(said)) <= REACTION_WORDS
 
 
 def _cjk_share(term: str, text: str) -> float:
@@ -365,8 +386,7 @@ def _echoed(
     for the same kind about one of the question's terms: "What kind of pizza is your favourite?" "Bro, I'm all
     about that classic margherita." answers "What type of pizza does he prefer?", though no cue reads a sort in it."""
     wanted = _UNMARKED.intersection(kinds_asked)
-    sentence = passages.sentences[index]
-    if not wanted or not passages.replied[index] or not sentence.text.startswith(sentence.label):
+    if not wanted or not passages.replied[index] or not passages.opens(index):
         return frozenset()
     echoed: set[AnswerKind] = set()
     for text in filter(_is_question, passages.replied[index]):
