@@ -9,6 +9,8 @@ from functools import lru_cache
 from typing import Any
 
 _lock = threading.Lock()
+# Characters that end no name: the copula, the passive and the particles jieba's HMM joins to an unknown name.
+_FUNCTION_ENDS = frozenset("是被的了")
 _loaded: Any = None
 
 
@@ -29,5 +31,17 @@ def jieba_module() -> Any:
 
 @lru_cache(maxsize=8192)
 def chinese_words(run: str) -> tuple[str, ...]:
-    """The words of a run of CJK characters (jieba's default mode, HMM on for unknown names)."""
-    return tuple(word for word in jieba_module().dt.cut(run) if word.strip())
+    """The words of a run of CJK characters (jieba's default mode, HMM on for unknown names).
+
+    jieba's HMM joins an unknown name to the copula, passive or particle after it (潘淑是谁: 潘淑是; 潘淑被立为:
+    潘淑被); a word its dictionary does not hold that ends in one is read as the word before it and that one."""
+    jieba = jieba_module()
+    words: list[str] = []
+    for word in jieba.dt.cut(run):
+        if not word.strip():
+            continue
+        if len(word) > 1 and word[-1] in _FUNCTION_ENDS and word not in jieba.dt.FREQ:
+            words.extend((word[:-1], word[-1]))
+        else:
+            words.append(word)
+    return tuple(words)

@@ -63,6 +63,13 @@ def test_fulltext_terms_segment_chinese_into_words_and_queries_drop_question_wor
     assert fulltext_query_terms("When was the orchard founded?") == ["orchard", "founded"]
 
 
+def test_an_unknown_name_is_not_joined_to_the_copula_after_it() -> None:
+    # jieba's HMM reads an unknown name and 是 or 被 as one word: 潘淑是. Words its dictionary holds stay whole.
+    assert fulltext_query_terms("潘淑是谁的皇后？") == ["潘淑", "皇后"]
+    assert fulltext_terms("潘淑被立为皇后")[:2] == ["潘淑", "被"]
+    assert "还是" in fulltext_terms("乙二醛是有机还是无机化合物")
+
+
 def test_queries_drop_the_noun_that_asks_the_kind_of_answer() -> None:
     # The passage that answers "in what year" says 1921, not "year"; a passage about the calendar says "year".
     assert fulltext_query_terms("Who started the orchard, and in what year?") == ["started", "orchard"]
