@@ -52,7 +52,7 @@ from dataclasses import dataclass
 from itertools import groupby, islice
 
 from backend.domain.retrieval import Granularity, RetrievalResult
-from backend.graphrag_agent.text import cjk_presence, index_terms, is_cjk
+from backend.graphrag_agent.text import cjk_presence, fulltext_terms, is_cjk
 from backend.infrastructure.llm.extractive_passages import Sentence, chunk_sentences
 from backend.infrastructure.llm.extractive_questions import (
     CUED_KINDS,
@@ -218,7 +218,8 @@ class _Passages:
         sentence = self.sentences[index]
         if _reacts(sentence):
             return False
-        for earlier in reversed(self.sentences[:index]):
+        for step in range(index - 1, -1, -1):
+            earlier = self.sentences[step]
             if earlier.source != sentence.source or earlier.block != sentence.block:
                 break
             if not _reacts(earlier):
@@ -287,9 +288,10 @@ class _Passages:
 
 
 def _reacts(sentence: Sentence) -> bool:
-    """Is it a short exclamation of a chat message ("Awesome!", "That sounds great!"), a reaction to what was said?"""
+    """Is it a short exclamation of a chat message ("Awesome!", "That sounds great!", 太好了！), a reaction to what was
+    said?"""
     said = sentence.said.rstrip()
-    return bool(sentence.label) and _EXCLAIMS.search(said) is not None and len(index_terms(said)) <= REACTION_WORDS
+    return bool(sentence.label) and _EXCLAIMS.search(said) is not None and len(fulltext_terms(said)) <= REACTION_WORDS
 
 
 def _cjk_share(term: str, text: str) -> float:
