@@ -410,6 +410,30 @@ def test_a_reply_counts_as_a_sort_only_for_a_question_asking_a_sort_of_the_same_
     assert "margherita" not in answer
 
 
+def test_a_question_asking_for_someones_words_is_answered_by_their_message() -> None:
+    text = (
+        "Emily: Hey everyone! Got a fun question: Who do you think is the most hateable character in the show?\n"
+        "Niamh: What a great topic! I always found Joffrey super hateable. What do you guys think?\n"
+        "Orion: Joffrey is up there! But I'd say Ramsay takes the cake for me.\n"
+        "Merrick: Ramsay is a solid choice, but I can't stand Cersei either.\n"
+        "Quillan: Honestly, the show was a game changer with its characters!\n"
+        "Tamara: I think the most hateable has to be Petyr."
+    )
+    question = "Who is the most hateable character in the show in Orion's opinion?"
+    answer = body(compose_extractive_answer(question, [chunk(text)]))
+    assert answer.startswith("Orion: Joffrey is up there! But I'd say Ramsay takes the cake for me.")
+
+
+def test_the_person_whose_words_a_question_asks_for() -> None:
+    assert asked("Who is the most hateable character in Orion's opinion?").speaker == "orion"
+    assert asked("Why is protein important according to Jennifer Moore?").speaker == "jennifermoore"
+    assert asked("What does Li Hua think about the focaccia?").speaker == "lihua"
+    assert asked("Which game did Jareth praise for its side quests?").speaker == "jareth"
+    assert asked("What snack has Jake mentioned?").speaker == "jake"
+    assert asked("Who suggests getting pizza?").speaker == ""  # the person asked for, not a speaker named
+    assert asked("What does the press squeeze?").speaker == ""
+
+
 def test_a_chinese_chat_reply_is_about_what_the_message_it_answers_asks() -> None:
     text = (
         "李华：周末的烧烤聚会你打算带什么饮料？\n王伟：我会带几瓶自制的酸梅汤。\n"

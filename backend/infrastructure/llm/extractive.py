@@ -23,7 +23,9 @@ How a sentence scores:
 - more when it names the question's focus (half when only its chunk does); when the question writes the title of
   some documents, only their sentences can be about its focus;
 - less when, in a chat, it asks a question itself, unless it offers an answer of the kind asked ("How about 7
-  pm?"); in prose a question states what the text goes on to answer.
+  pm?"); in prose a question states what the text goes on to answer;
+- less when, in a chat, someone else says it than the speaker whose words the question asks for ("in Orion's
+  opinion", "What does Jake recommend?").
 
 What is quoted:
 - the best sentence (for a compound question, the best for each of its questions);
@@ -97,6 +99,7 @@ REACTION_WORDS = 3  # at most this many words make an exclamation a reaction ("T
 # without "because" ("It clears my head.").
 _UNMARKED = frozenset({AnswerKind.SORT, AnswerKind.REASON})
 QUESTION_PENALTY = 0.5  # a sentence that asks a question, against one that states
+OTHER_SPEAKER = 0.5  # a chat message by someone else than the person whose words are asked, against theirs
 RANK_DECAY = 0.03  # per place of its source in the evidence
 STAMP_WORDS = 4  # at most this many words after its label make a line a date stamp ("Time: 20260930_16:00")
 MIN_PART = 3  # letters of each word of a compound word
@@ -163,6 +166,11 @@ class _Passages:
         self.texts = [text.lower() for text in labelled]
         self.stems = [stems(text) for text in labelled]  # as written, so "LiHua" is also "li" and "hua"
         self.replied = [self._replied_to(i) for i in range(len(self.sentences))]
+        self.stamps = frozenset(i for i, s in enumerate(self.sentences) if _is_stamp(s))
+        self.speakers = frozenset(
+            _speaker_key(s) for i, s in enumerate(self.sentences) if s.label and i not in self.stamps
+        )
+        self._spoke: dict[str, frozenset[str]] = {}
         contexts = [self._context(i) for i in range(len(self.sentences))]
         self.context_texts = [text for text, _ in contexts]
         self.context_stems = [found for _, found in contexts]
@@ -190,8 +198,7 @@ class _Passages:
             earlier = self.sentences[step]
             if earlier.source != sentence.source:
                 break
-            value = earlier.said.strip(" :：")
-            if earlier.label and calendar_dates(value) and len(value.split()) <= STAMP_WORDS:
+            if _is_stamp(earlier):
                 return [earlier.text]
         return []
 
@@ -211,6 +218,16 @@ class _Passages:
             if any(_is_question(s.text) for s in said):
                 return [s.text for s in said]
         return []
+
+    def said_by_another(self, index: int, person: str) -> bool:
+        """Is the sentence a chat message by someone else than `person` (lower-cased, without spaces), who speaks in
+        the evidence? "What does Jake recommend?" asks for Jake's words, not those of the friend he talks to. A
+        name may be a speaker's first name ("Jake": JakeWatson)."""
+        if not person or not self.sentences[index].label or index in self.stamps:
+            return False
+        if person not in self._spoke:
+            self._spoke[person] = frozenset(s for s in self.speakers if s.startswith(person))
+        return bool(self._spoke[person]) and _speaker_key(self.sentences[index]) not in self._spoke[person]
 
     def opens(self, index: int) -> bool:
         """Does the sentence open what its chat message says: its first sentence, or the first after short
@@ -285,6 +302,16 @@ class _Passages:
             if holds_calendar_date(earlier.text, question):
                 return earlier
         return None
+
+
+def _is_stamp(sentence: Sentence) -> bool:
+    """Is it a labelled line that only states a date ("Time: 20260930_16:00")?"""
+    value = sentence.said.strip(" :：")
+    return bool(sentence.label) and bool(calendar_dates(value)) and len(value.split()) <= STAMP_WORDS
+
+
+def _speaker_key(sentence: Sentence) -> str:
+    return sentence.label.replace(" ", "").lower()
 
 
 def _reacts(sentence: Sentence) -> bool:
@@ -366,6 +393,8 @@ def _score(
         dialogue = sentence.source in passages.dialogues
         asking = QUESTION_PENALTY if dialogue and _is_question(sentence.text) and not kinds else 1.0
         score = found / total * boost * asking * (1.0 - RANK_DECAY * (sentence.source - 1))
+        if passages.said_by_another(index, question.speaker):
+            score *= OTHER_SPEAKER
         held = frozenset(t for t, (own, _) in zip(question.terms, row, strict=True) if own >= 0.5)
         said = frozenset(answer for held in found_answers.values() for answer in held)
         scored.append(_Scored(sentence, score, passages.stems[index], said, held))

@@ -11,7 +11,8 @@ day (3 PM, around 7ish), which a day does not give. Chinese sentences are read w
 speech (person and place names, time words, numerals). A sentence states an answer when it says where
 something is or where someone is from, tells of the birth or death asked about, or counts in the unit
 the question counts in. Question terms are compared by stem, so "beekeeping" finds "beekeeper", and "how
-strong" asks about a strength.
+strong" asks about a strength. A question may ask for someone's words: "according to Lachlan", "in Orion's
+opinion", "What does Jake recommend?".
 """
 
 from __future__ import annotations
@@ -239,6 +240,14 @@ _SECOND_QUESTION = re.compile(
     re.IGNORECASE,
 )
 _TITLE = re.compile(r"《([^》]+)》|“([^”]+)”|\"([^\"]+)\"")
+# The person whose words a question asks for: "according to Lachlan", "in Orion's opinion", "What does Jake
+# recommend", "Jake mentions": a capitalised name (not a question word) before or after a verb of saying or thinking.
+_PERSON = r"(?!(?:Who|What|Which|How)\b)([A-Z][\w-]*(?:\s+[A-Z][\w-]*)*)"
+_SAYING = r"(?:think|say|mention|suggest|recommend|believe|prefer|praise|consider|find|feel|propose|remind|describe)"
+_SPEAKER = re.compile(
+    rf"\b(?i:according\s+to)\s+{_PERSON}|\b(?i:in)\s+{_PERSON}['’]s\s+(?i:opinion|view)\b"
+    rf"|\b(?i:does|did|do)\s+{_PERSON}\s+{_SAYING}\b|\b{_PERSON}\s+{_SAYING}(?:s|d|ed)\b"
+)
 _stemmer = snowballstemmer.stemmer("english")
 
 
@@ -260,6 +269,7 @@ class Asked:
     head: str = ""  # the noun a "what"/"which" question asks about, by stem, when it is one of its terms ("scene")
     sort_of: str = ""  # the noun a "what type of" question asks a kind of, by stem ("press"), or ""
     dates: re.Pattern[str] = _DATE  # an answer of the DATE kind: a time of day for "what time", a year for "what year"
+    speaker: str = ""  # the person whose words it asks for, lower-cased without spaces ("according to Lachlan")
 
 
 def asked(question: str) -> Asked:
@@ -298,7 +308,14 @@ def asked(question: str) -> Asked:
         head_term if head_term in terms else "",
         sort_of,
         dates,
+        _speaker(question),
     )
+
+
+def _speaker(question: str) -> str:
+    found = _SPEAKER.search(question)
+    name = next((group for group in found.groups() if group), "") if found else ""
+    return name.replace(" ", "").lower()
 
 
 def _sort_of(question: str) -> str:
