@@ -198,7 +198,7 @@ class _Passages:
             earlier = self.sentences[step]
             if earlier.source != sentence.source:
                 break
-            if _is_stamp(earlier):
+            if step in self.stamps:
                 return [earlier.text]
         return []
 
