@@ -170,7 +170,6 @@ class _Passages:
         self.speakers = frozenset(
             _speaker_key(s) for i, s in enumerate(self.sentences) if s.label and i not in self.stamps
         )
-        self._spoke: dict[str, frozenset[str]] = {}
         contexts = [self._context(i) for i in range(len(self.sentences))]
         self.context_texts = [text for text, _ in contexts]
         self.context_stems = [found for _, found in contexts]
@@ -219,15 +218,18 @@ class _Passages:
                 return [s.text for s in said]
         return []
 
-    def said_by_another(self, index: int, person: str) -> bool:
-        """Is the sentence a chat message by someone else than `person` (lower-cased, without spaces), who speaks in
-        the evidence? "What does Jake recommend?" asks for Jake's words, not those of the friend he talks to. A
-        name may be a speaker's first name ("Jake": JakeWatson)."""
-        if not person or not self.sentences[index].label or index in self.stamps:
-            return False
-        if person not in self._spoke:
-            self._spoke[person] = frozenset(s for s in self.speakers if s.startswith(person))
-        return bool(self._spoke[person]) and _speaker_key(self.sentences[index]) not in self._spoke[person]
+    def voices(self, person: str) -> frozenset[str]:
+        """The speakers of the evidence that are `person` (lower-cased, without spaces); a name may be a speaker's
+        first name ("jake": JakeWatson)."""
+        return frozenset(s for s in self.speakers if s.startswith(person)) if person else frozenset()
+
+    def said_by_another(self, index: int, voices: frozenset[str]) -> bool:
+        """Is the sentence a chat message by someone else than the person of `voices`, who speaks in the evidence?
+        "What does Jake recommend?" asks for Jake's words, not those of the friend he talks to."""
+        sentence = self.sentences[index]
+        return (
+            bool(voices) and bool(sentence.label) and index not in self.stamps and _speaker_key(sentence) not in voices
+        )
 
     def opens(self, index: int) -> bool:
         """Does the sentence open what its chat message says: its first sentence, or the first after short
@@ -369,6 +371,7 @@ def _score(
     question: Asked, passages: _Passages, kinds_asked: tuple[AnswerKind, ...], emphasis: frozenset[str] = frozenset()
 ) -> list[_Scored]:
     named = _named_documents(question, passages)
+    voices = passages.voices(question.speaker)
     presence = [[passages.presence(term, i) for term in question.terms] for i in range(len(passages.sentences))]
     weights = _weights(question, presence, emphasis)
     total = sum(weights) or 1.0
@@ -393,7 +396,7 @@ def _score(
         dialogue = sentence.source in passages.dialogues
         asking = QUESTION_PENALTY if dialogue and _is_question(sentence.text) and not kinds else 1.0
         score = found / total * boost * asking * (1.0 - RANK_DECAY * (sentence.source - 1))
-        if passages.said_by_another(index, question.speaker):
+        if passages.said_by_another(index, voices):
             score *= OTHER_SPEAKER
         held = frozenset(t for t, (own, _) in zip(question.terms, row, strict=True) if own >= 0.5)
         said = frozenset(answer for held in found_answers.values() for answer in held)
