@@ -340,10 +340,15 @@ def _unit(question: str) -> str:
     return chinese.group(1) if chinese else ""
 
 
+def _titles(text: str) -> list[str]:
+    """The quoted titles of a text: 《战国无双3》, "Black Myth: Wukong"."""
+    return ["".join(groups).strip() for groups in _TITLE.findall(text)]
+
+
 def _focus(question: str) -> tuple[str, ...]:
     """Quoted titles and runs of capitalised words (two or more, or one past the first word) of the question; in
     a Chinese question its first noun (the subject: "张世昌的职业是什么" is about 张世昌)."""
-    titles = ["".join(groups).strip() for groups in _TITLE.findall(question)]
+    titles = _titles(question)
     named = [n for n in names(question, frozenset()) if len(n) > 2]
     if not titles and any(is_cjk(char) for char in question):
         nouns = [w for w, flag in _tagged(question) if flag.startswith(("n", "eng")) and len(w) > 1 and is_cjk(w[0])]
@@ -392,8 +397,7 @@ def answers(sentence: str, kind: AnswerKind, question: Asked, lower_words: froze
     if kind is AnswerKind.SORT:
         return _sorts(sentence, question)
     if kind is AnswerKind.NAME:
-        titles = ["".join(groups).strip() for groups in _TITLE.findall(sentence)]
-        return _new([*names(sentence, lower_words), *titles], question)
+        return _new([*names(sentence, lower_words), *_titles(sentence)], question)
     people = [name for name in names(sentence, lower_words) if not _PLACE_WORDS.search(name.split()[-1])]
     return _new(people, question)
 
